@@ -1,0 +1,1 @@
+"""IntelliScale recommender."""

@@ -1,0 +1,5 @@
+import sys
+
+from recommender.cli import main
+
+sys.exit(main())

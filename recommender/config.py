@@ -1,0 +1,75 @@
+"""Every tuning constant of the recommender, each with the reason for its value.
+
+In the spirit of the Kubernetes VPA's `aggregations_config.go`: one place to read and change the
+numbers that shape recommendations.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+# --- estimation -------------------------------------------------------------------------
+
+MEMORY_QUANTILE = 0.95
+"""Quantile of the decayed per-worker peak distribution that a slice must cover. Autopilot and
+VPA size limits at P90-P98; an OOM costs a whole retry here, so we sit at the upper end."""
+
+HISTORY_HALF_LIFE = timedelta(days=3)
+"""Weight of an execution halves every this long. VPA uses 24 h for always-on pods; workflow
+actions run in bursts days apart, and a shorter half-life would forget an action between runs."""
+
+HISTORY_MIN_WEIGHT = 5.0
+"""Decayed sample weight needed before a quantile is trusted. Below it a P95 is just the max of a
+handful of samples, so we fall back to the max with a wider margin, together with the prior."""
+
+HISTORY_WINDOW = 500
+"""Most recent executions read per action. At a 3-day half-life older ones weigh next to nothing
+for any action that runs more than a few times a day, and the read stays one small query."""
+
+HISTORY_MARGIN = 0.10
+"""Safety margin on the history quantile: peaks drift with inputs (GenTD26: peak/median of 1.56)
+and a quantile of past peaks is an under-estimate of the next one about (1 - q) of the time."""
+
+SPARSE_MARGIN = 0.20
+"""Margin on the max of a few samples: with so little data the spread is unknown (VPA's OOM bump
+and the 'max x 1.2' rule sit here too)."""
+
+PRIOR_MARGIN = 0.10
+"""Margin on the user's declared memory: users declare what they saw, and peaks vary."""
+
+OOM_BUMP_FRACTION = 0.20
+OOM_BUMP_MIN_MIB = 100.0
+"""An OOM is a censored sample: the execution needed more than the slice it died in. It enters
+the history as max(slice x 1.2, slice + 100 MiB), VPA's OOM bump, unless a larger peak was seen."""
+
+OOM_FLOOR_WINDOW = HISTORY_HALF_LIFE
+"""An OOM this recent is a hard floor: the next recommendation must clear the slice it died in,
+however many small successes surround it."""
+
+MIN_ESTIMATE_MIB = 256.0
+"""A CUDA context alone takes a few hundred MiB; no estimate goes below this."""
+
+SM_HUNGRY_UTILISATION = 70.0
+"""Mean SM use (percent of the slice) above which an action prefers more compute slices among
+profiles of equal memory. Below it, the profile with fewer compute slices serves it as well
+and leaves compute to others (GenTD26: median duty cycle 0 %, p90 25 %)."""
+
+# --- service ----------------------------------------------------------------------------
+
+DEFAULT_PORT = 50051
+DEFAULT_DATABASE_URL = "sqlite:///recommender.db"
+"""Embedded default: a SQLite file in the working directory, created and migrated at start."""
+
+DATABASE_TIMEOUT_S = 2.0
+"""Longest the runner's Recommend waits on the database before answering without it."""
+
+GRACE_PERIOD_S = 10.0
+"""In-flight calls get this long to finish on SIGTERM (Kubernetes allows 30 s by default)."""
+
+MAX_POOLS = 64
+MAX_NODES_PER_POOL = 1024
+MAX_GPUS_PER_NODE = 16
+MAX_WORKERS = 1024
+MAX_FEATURES = 64
+MAX_STRING = 256
+"""Input limits: beyond these a request is a bug or an attack, not a workload."""

@@ -1,0 +1,309 @@
+"""Protobuf messages to domain values and back, validating every field on the way in.
+
+A bad field raises InvalidArgument whose message starts with the field's path
+(`pools[0].gpu_model: unknown GPU model 'X'`), before anything is computed or written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from recommender import config
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+from recommender.catalog import WHOLE_GPU, Catalog, GpuModel, MigProfile
+from recommender.domain import (
+    Execution,
+    HistoryEntry,
+    Node,
+    Outcome,
+    Pool,
+    Request,
+    Rung,
+    StoredRecommendation,
+    Strategy,
+)
+from recommender.placement import GpuState
+
+
+class InvalidArgument(ValueError):
+    """INVALID_ARGUMENT; the message names the field."""
+
+
+STRATEGIES = {
+    pb.MIG_STRATEGY_SINGLE: Strategy.SINGLE,
+    pb.MIG_STRATEGY_MIXED: Strategy.MIXED,
+    pb.MIG_STRATEGY_DYNAMIC: Strategy.DYNAMIC,
+    pb.MIG_STRATEGY_NONE: Strategy.NONE,
+}
+OUTCOMES = {
+    pb.OUTCOME_SUCCEEDED: Outcome.SUCCEEDED,
+    pb.OUTCOME_OOM: Outcome.OOM,
+    pb.OUTCOME_FAILED: Outcome.FAILED,
+    pb.OUTCOME_CANCELLED: Outcome.CANCELLED,
+}
+OUTCOME_TO_PB = {v: k for k, v in OUTCOMES.items()}
+
+
+def _text(value: str, field: str, *, required: bool = True) -> str:
+    value = value.strip()
+    if required and not value:
+        raise InvalidArgument(f"{field}: required")
+    if len(value) > config.MAX_STRING:
+        raise InvalidArgument(f"{field}: longer than {config.MAX_STRING} characters")
+    return value
+
+
+def _number(value: float, field: str, *, low: float = 0.0, high: float = math.inf) -> float:
+    if not math.isfinite(value) or value < low or value > high:
+        bound = f"between {low:g} and {high:g}" if math.isfinite(high) else f">= {low:g}"
+        raise InvalidArgument(f"{field}: must be {bound}, got {value!r}")
+    return float(value)
+
+
+def _features(features: Mapping[str, float], field: str) -> dict[str, float]:
+    if len(features) > config.MAX_FEATURES:
+        raise InvalidArgument(f"{field}: at most {config.MAX_FEATURES} features")
+    out = {}
+    for key, value in features.items():
+        name = _text(key, f"{field} key")
+        if not math.isfinite(value):
+            raise InvalidArgument(f"{field}[{name!r}]: must be a finite number")
+        out[name] = float(value)
+    return out
+
+
+def resolve_model(catalog: Catalog, name: str, field: str) -> GpuModel:
+    name = _text(name, field)
+    model = catalog.resolve(name)
+    if model is None:
+        known = ", ".join(m.id for m in catalog)
+        raise InvalidArgument(f"{field}: unknown GPU model {name!r} (known: {known})")
+    return model
+
+
+def resolve_profile(model: GpuModel, name: str, field: str) -> MigProfile:
+    name = _text(name, field)
+    profile = model.profile(name)
+    if profile is None:
+        known = ", ".join([p.name for p in model.profiles] + [WHOLE_GPU])
+        raise InvalidArgument(f"{field}: unknown profile {name!r} on {model.id} (known: {known})")
+    return profile
+
+
+def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
+    pool_id = _text(p.pool_id, f"{field}.pool_id")
+    model = resolve_model(catalog, p.gpu_model, f"{field}.gpu_model")
+    if p.strategy not in STRATEGIES:
+        raise InvalidArgument(
+            f"{field}.strategy: required, one of MIG_STRATEGY_SINGLE, MIG_STRATEGY_MIXED, "
+            "MIG_STRATEGY_DYNAMIC, MIG_STRATEGY_NONE"
+        )
+    strategy = STRATEGIES[p.strategy]
+    profiles: tuple[MigProfile, ...] = ()
+    if strategy is not Strategy.NONE:
+        profiles = tuple(
+            resolve_profile(model, name, f"{field}.profiles[{i}]")
+            for i, name in enumerate(p.profiles)
+        )
+        if any(pr.whole_gpu for pr in profiles):
+            raise InvalidArgument(f"{field}.profiles: '{WHOLE_GPU}' needs MIG_STRATEGY_NONE")
+        if strategy is Strategy.SINGLE and len(profiles) != 1:
+            raise InvalidArgument(
+                f"{field}.profiles: MIG_STRATEGY_SINGLE exposes exactly one profile per pool, "
+                f"got {len(profiles)}"
+            )
+    if len(p.nodes) > config.MAX_NODES_PER_POOL:
+        raise InvalidArgument(f"{field}.nodes: at most {config.MAX_NODES_PER_POOL} nodes")
+    nodes = []
+    for j, n in enumerate(p.nodes):
+        nfield = f"{field}.nodes[{j}]"
+        node_id = _text(n.node_id, f"{nfield}.node_id")
+        if len(n.gpus) > config.MAX_GPUS_PER_NODE:
+            raise InvalidArgument(f"{nfield}.gpus: at most {config.MAX_GPUS_PER_NODE} GPUs")
+        gpus = []
+        for k, g in enumerate(n.gpus):
+            gfield = f"{nfield}.gpus[{k}]"
+            units = model.placement_units or 0
+            occupied = []
+            for m, pl in enumerate(g.occupied):
+                if pl.start < 0 or pl.size <= 0 or (units and pl.start + pl.size > units):
+                    raise InvalidArgument(
+                        f"{gfield}.occupied[{m}]: {pl.start}:{pl.size} is not a placement on "
+                        f"{model.id} (units 0..{units})"
+                    )
+                occupied.append((pl.start, pl.size))
+            names = tuple(
+                resolve_profile(model, name, f"{gfield}.occupied_profiles[{m}]").name
+                for m, name in enumerate(g.occupied_profiles)
+            )
+            gpus.append(GpuState(uuid=g.uuid or f"{node_id}/{k}", occupied=tuple(occupied),
+                                 occupied_profiles=names))
+        nodes.append(Node(node_id=node_id, gpus=tuple(gpus)))
+    return Pool(pool_id=pool_id, model=model, strategy=strategy, profiles=profiles,
+                nodes=tuple(nodes))
+
+
+def request_from_pb(catalog: Catalog, m: pb.RecommendRequest) -> Request:
+    action_id = _text(m.action_id, "action_id")
+    execution_id = _text(m.execution_id, "execution_id", required=False)
+    if not m.pools:
+        raise InvalidArgument("pools: at least one pool is required")
+    if len(m.pools) > config.MAX_POOLS:
+        raise InvalidArgument(f"pools: at most {config.MAX_POOLS}")
+    pools = tuple(_pool(catalog, p, f"pools[{i}]") for i, p in enumerate(m.pools))
+    seen: set[str] = set()
+    for i, pool in enumerate(pools):
+        if pool.pool_id in seen:
+            raise InvalidArgument(f"pools[{i}].pool_id: duplicate {pool.pool_id!r}")
+        seen.add(pool.pool_id)
+    if m.workers < 0 or m.workers > config.MAX_WORKERS:
+        raise InvalidArgument(
+            f"workers: must be between 0 and {config.MAX_WORKERS}, got {m.workers}")
+    if m.max_workers < 0 or m.max_workers > config.MAX_WORKERS:
+        raise InvalidArgument(
+            f"max_workers: must be between 0 and {config.MAX_WORKERS}, got {m.max_workers}")
+    if m.declared_memory_mib < 0:
+        raise InvalidArgument(f"declared_memory_mib: must be >= 0, got {m.declared_memory_mib}")
+    return Request(
+        action_id=action_id,
+        execution_id=execution_id,
+        pools=pools,
+        workers=max(m.workers, 1),
+        max_workers=m.max_workers,
+        target_throughput=_number(m.target_throughput, "target_throughput"),
+        needs_peer_to_peer=m.needs_peer_to_peer,
+        declared_memory_mib=m.declared_memory_mib,
+        features=_features(m.features, "features"),
+    )
+
+
+def _time(ts: Timestamp) -> datetime:
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+def _timestamp(dt: datetime) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(dt)
+    return ts
+
+
+def execution_from_pb(catalog: Catalog, m: pb.ExecutionRecord, now: datetime) -> Execution:
+    execution_id = _text(m.execution_id, "execution_id")
+    action_id = _text(m.action_id, "action_id")
+    model = resolve_model(catalog, m.gpu_model, "gpu_model")
+    profile = resolve_profile(model, m.profile, "profile")
+    if m.count < 0 or m.count > config.MAX_WORKERS:
+        raise InvalidArgument(f"count: must be between 0 and {config.MAX_WORKERS}, got {m.count}")
+    if m.outcome not in OUTCOMES:
+        raise InvalidArgument("outcome: required, one of OUTCOME_SUCCEEDED, OUTCOME_OOM, "
+                              "OUTCOME_FAILED, OUTCOME_CANCELLED")
+    started = _time(m.started_at) if m.HasField("started_at") else None
+    ended = _time(m.ended_at) if m.HasField("ended_at") else now
+    if started and started > ended:
+        raise InvalidArgument("started_at: after ended_at")
+    return Execution(
+        execution_id=execution_id,
+        action_id=action_id,
+        recommendation_id=_text(m.recommendation_id, "recommendation_id", required=False),
+        gpu_model=model.id,
+        profile=profile.name,
+        slice_memory_mib=profile.memory_mib,
+        count=max(m.count, 1),
+        peak_memory_mib=_number(m.peak_memory_mib, "peak_memory_mib"),
+        sm_utilization=_number(m.sm_utilization, "sm_utilization", high=100.0),
+        duration_s=_number(m.duration_s, "duration_s"),
+        throughput=_number(m.throughput, "throughput"),
+        outcome=OUTCOMES[m.outcome],
+        ended_at=ended,
+        started_at=started,
+        features=_features(m.features, "features"),
+    )
+
+
+def next_after_oom_from_pb(m: pb.NextAfterOomRequest) -> tuple[str, float]:
+    return (
+        _text(m.recommendation_id, "recommendation_id"),
+        _number(m.observed_peak_memory_mib, "observed_peak_memory_mib"),
+    )
+
+
+# --- out ---------------------------------------------------------------------------------
+
+
+def profile_to_pb(p: MigProfile) -> pb.Profile:
+    return pb.Profile(name=p.name, compute_slices=p.compute_slices,
+                      memory_slices=p.memory_slices, memory_mib=p.memory_mib,
+                      whole_gpu=p.whole_gpu)
+
+
+def rung_to_pb(r: Rung) -> pb.Rung:
+    return pb.Rung(pool_id=r.pool_id, gpu_model=r.gpu_model, profile=profile_to_pb(r.profile),
+                   count=r.count, resources=r.resources)
+
+
+def recommendation_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> pb.Recommendation:
+    d = rec.decision
+    return pb.Recommendation(
+        recommendation_id=rec.id,
+        pool_id=d.rung.pool_id,
+        gpu_model=d.rung.gpu_model,
+        profile=profile_to_pb(d.rung.profile),
+        count=d.rung.count,
+        resources=d.rung.resources,
+        predicted_peak_memory_mib=d.predicted_peak_mib,
+        quantile=d.quantile,
+        source=d.source,
+        model_version=d.model_version,
+        reason=d.reason,
+        ladder=[rung_to_pb(r) for r in d.ladder],
+        attempt=d.attempt,
+        node_id=d.rung.node_id,
+        stored=stored,
+    )
+
+
+def history_entry_to_pb(e: HistoryEntry) -> pb.RecommendationEntry:
+    rec = e.recommendation
+    out = pb.RecommendationEntry(
+        recommendation=recommendation_to_pb(rec),
+        action_id=rec.action_id,
+        execution_id=rec.execution_id,
+        created_at=_timestamp(rec.created_at),
+        parent_recommendation_id=rec.parent_id or "",
+    )
+    if e.outcome is not None:
+        out.outcome = OUTCOME_TO_PB[e.outcome]
+    if e.peak_memory_mib is not None:
+        out.peak_memory_mib = e.peak_memory_mib
+        mem = rec.decision.rung.profile.memory_mib
+        if e.outcome is Outcome.SUCCEEDED and mem:
+            out.relative_slack = (mem - e.peak_memory_mib) / mem
+    return out
+
+
+def gpu_model_to_pb(m: GpuModel) -> pb.GpuModel:
+    return pb.GpuModel(
+        id=m.id,
+        aliases=list(m.aliases),
+        memory_mib=m.memory_mib,
+        compute_slices=m.compute_slices,
+        memory_slices=m.memory_slices,
+        placement_units=m.placement_units or 0,
+        placements_known=m.placements_known,
+        overridden=m.overridden,
+        profiles=[
+            pb.ProfileInfo(
+                profile=profile_to_pb(p),
+                max_count=p.max_count,
+                placement_starts=list(p.placement.starts) if p.placement else [],
+                placement_size=p.placement.size if p.placement else 0,
+                variant_of=p.variant_of or "",
+                memory_estimated=p.memory_estimated,
+            )
+            for p in m.profiles
+        ],
+    )

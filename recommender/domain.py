@@ -1,0 +1,130 @@
+"""Plain values the core works with: what the runner offers, what happened, what we decided."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from recommender.catalog import GpuModel, MigProfile
+from recommender.placement import GpuState
+
+
+class Strategy(enum.Enum):
+    SINGLE = "single"
+    MIXED = "mixed"
+    DYNAMIC = "dynamic"
+    NONE = "none"
+
+
+class Outcome(enum.Enum):
+    SUCCEEDED = "SUCCEEDED"
+    OOM = "OOM"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    gpus: tuple[GpuState, ...]
+
+
+@dataclass(frozen=True)
+class Pool:
+    pool_id: str
+    model: GpuModel
+    strategy: Strategy
+    profiles: tuple[MigProfile, ...]
+    """Profiles configured on the pool (resolved); empty means every base profile."""
+    nodes: tuple[Node, ...] = ()
+
+
+@dataclass(frozen=True)
+class Request:
+    action_id: str
+    execution_id: str
+    pools: tuple[Pool, ...]
+    workers: int = 1
+    max_workers: int = 0
+    target_throughput: float = 0.0
+    needs_peer_to_peer: bool = False
+    declared_memory_mib: int = 0
+    features: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One past execution of an action, as estimation sees it."""
+
+    at: datetime
+    peak_mib: float
+    slice_mib: float
+    outcome: Outcome
+    sm_utilization: float = 0.0
+
+
+@dataclass(frozen=True)
+class Rung:
+    pool_id: str
+    gpu_model: str
+    profile: MigProfile
+    count: int
+    resources: dict[str, str]
+    node_id: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A recommendation before it has an id: the first rung and the ladder above it."""
+
+    rung: Rung
+    predicted_peak_mib: float
+    quantile: float
+    source: str
+    reason: str
+    ladder: tuple[Rung, ...]
+    model_version: str = ""
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class StoredRecommendation:
+    id: str
+    created_at: datetime
+    action_id: str
+    execution_id: str
+    decision: Decision
+    parent_id: str | None = None
+    oom_at: datetime | None = None
+    oom_observed_peak_mib: float | None = None
+
+
+@dataclass(frozen=True)
+class Execution:
+    """A finished execution as the runner reported it."""
+
+    execution_id: str
+    action_id: str
+    recommendation_id: str
+    gpu_model: str
+    profile: str
+    slice_memory_mib: int
+    count: int
+    peak_memory_mib: float
+    sm_utilization: float
+    duration_s: float
+    throughput: float
+    outcome: Outcome
+    ended_at: datetime
+    started_at: datetime | None = None
+    features: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A recommendation joined with how it turned out, for operators."""
+
+    recommendation: StoredRecommendation
+    outcome: Outcome | None
+    peak_memory_mib: float | None

@@ -1,0 +1,162 @@
+"""The use cases, wiring the core to a store: recommend, step up after an OOM, record.
+
+No gRPC here and no SQL: the store is anything with SqlStore's methods, and the adapters turn
+these objects into messages. Database trouble never blocks a recommendation: without history
+the answer comes from the request alone and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from recommender import config
+from recommender.domain import (
+    Decision,
+    Execution,
+    HistoryEntry,
+    Request,
+    Sample,
+    StoredRecommendation,
+)
+from recommender.estimation import (
+    FALLBACK,
+    Estimator,
+    Evidence,
+    default_estimator,
+    mean_sm_utilisation,
+)
+from recommender.policy import LADDER, LadderExhausted, next_rung, recommend
+from recommender.store.database import StoreUnavailable
+from recommender.store.repository import HistoryFilter
+
+log = logging.getLogger(__name__)
+
+
+class Store(Protocol):
+    def save_recommendation(self, rec: StoredRecommendation) -> None: ...
+    def get_recommendation(self, rec_id: str) -> StoredRecommendation | None: ...
+    def save_rung_after_oom(self, parent_id: str, observed_peak_mib: float, at: datetime,
+                            rung: StoredRecommendation) -> None: ...
+    def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime) -> None: ...
+    def child_of(self, parent_id: str) -> StoredRecommendation | None: ...
+    def record_execution(self, e: Execution, recorded_at: datetime) -> bool: ...
+    def action_samples(self, action_id: str, limit: int) -> list[Sample]: ...
+    def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
+                     ) -> tuple[list[HistoryEntry], str]: ...
+
+
+class UnknownRecommendation(LookupError):
+    """NOT_FOUND: no recommendation with that id."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    recommendation: StoredRecommendation
+    stored: bool
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RecommenderEngine:
+    def __init__(
+        self,
+        store: Store,
+        estimator: Estimator | None = None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.store = store
+        self.estimator = estimator or default_estimator()
+        self.clock = clock
+
+    def recommend(self, request: Request) -> Answer:
+        now = self.clock()
+        degraded = ""
+        samples: list[Sample] = []
+        try:
+            samples = self.store.action_samples(request.action_id, config.HISTORY_WINDOW)
+        except StoreUnavailable as e:
+            degraded = f"database unavailable ({e}); answered from the request alone"
+            log.warning("recommend without history: %s", e)
+        evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib)
+        estimate = self.estimator.estimate(evidence)
+        sm = mean_sm_utilisation(samples, now)
+        decision = recommend(
+            request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION
+        )
+        if degraded:
+            decision = replace(decision, source=FALLBACK,
+                               reason=f"{degraded}: {decision.reason}")
+        rec = StoredRecommendation(
+            id=str(uuid.uuid4()),
+            created_at=now,
+            action_id=request.action_id,
+            execution_id=request.execution_id,
+            decision=decision,
+        )
+        return Answer(rec, self._save(rec))
+
+    def _save(self, rec: StoredRecommendation) -> bool:
+        try:
+            self.store.save_recommendation(rec)
+            return True
+        except StoreUnavailable as e:
+            log.warning("recommendation %s not stored: %s", rec.id, e)
+            return False
+
+    def next_after_oom(self, recommendation_id: str, observed_peak_mib: float) -> Answer:
+        """The next rung above what the execution is known to have needed.
+
+        It needed more than the slice it died in, and at least the peak seen before dying.
+        Raises UnknownRecommendation, LadderExhausted or StoreUnavailable.
+        """
+        parent = self.store.get_recommendation(recommendation_id)
+        if parent is None:
+            raise UnknownRecommendation(
+                f"recommendation_id: no recommendation {recommendation_id!r}")
+        retried = self.store.child_of(parent.id)
+        if retried is not None:
+            return Answer(retried, True)  # the runner retried the call: same answer
+        d = parent.decision
+        need = max(float(d.rung.profile.memory_mib), observed_peak_mib)
+        now = self.clock()
+        try:
+            rung, above = next_rung(d.ladder, need)
+        except LadderExhausted:
+            self.store.mark_oom(parent.id, observed_peak_mib, now)
+            raise
+        reason = (
+            f"OOM in {d.rung.profile.name} ({d.rung.profile.memory_mib:,} MiB)"
+            + (f" after a peak of {observed_peak_mib:,.0f} MiB" if observed_peak_mib else "")
+            + f": needs more than {need:,.0f} MiB per worker; next rung {rung.profile.name} "
+            f"({rung.profile.memory_mib:,} MiB) x {rung.count} on {rung.pool_id} ({rung.gpu_model})"
+        )
+        child = StoredRecommendation(
+            id=str(uuid.uuid4()),
+            created_at=now,
+            action_id=parent.action_id,
+            execution_id=parent.execution_id,
+            parent_id=parent.id,
+            decision=Decision(
+                rung=rung,
+                predicted_peak_mib=need,
+                quantile=0.0,
+                source=LADDER,
+                reason=reason,
+                ladder=above,
+                model_version=d.model_version,
+                attempt=d.attempt + 1,
+            ),
+        )
+        self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
+        return Answer(child, True)
+
+    def record_execution(self, execution: Execution) -> bool:
+        """True when recorded now, False when the execution_id was already there."""
+        return self.store.record_execution(execution, self.clock())

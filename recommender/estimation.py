@@ -1,0 +1,242 @@
+"""Per-worker peak GPU memory estimates, as small composable estimators.
+
+Like the VPA recommender's `logic/estimator.go`: a base estimator (the user's declared figure, a
+decayed quantile of history, the max of a few samples) wrapped by decorators (a margin, an OOM
+floor, a minimum) and combined (first that answers, the larger of two). Each estimate says where
+it came from and why, so the reason line a person reads is built from the same objects.
+
+An OOM is a censored observation: the execution needed *more* than the slice it died in, by an
+unknown amount. It enters the sample set at a bumped value and also sets a hard floor while it is
+recent, so a recommendation never repeats a slice that is known to be too small.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from recommender import config
+from recommender.domain import Outcome, Sample
+
+PRIOR = "prior"
+HISTORY = "history"
+MODEL = "model"
+FALLBACK = "fallback"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What is known about an action when a recommendation is asked for."""
+
+    now: datetime
+    samples: Sequence[Sample] = ()
+    declared_mib: float = 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    mib: float
+    source: str
+    quantile: float
+    detail: str
+    hard_floor_mib: float = 0.0
+    """Memory known to be needed (a declared figure, a recent OOM): nothing smaller will do."""
+
+
+class Estimator(Protocol):
+    def estimate(self, evidence: Evidence) -> Estimate | None: ...
+
+
+def oom_bumped(slice_mib: float, peak_mib: float = 0.0) -> float:
+    """The value an OOM contributes: more than the slice it died in (VPA's OOM bump)."""
+    bumped = max(slice_mib * (1 + config.OOM_BUMP_FRACTION), slice_mib + config.OOM_BUMP_MIN_MIB)
+    return max(bumped, peak_mib)
+
+
+def sample_value(s: Sample) -> float:
+    return oom_bumped(s.slice_mib, s.peak_mib) if s.outcome is Outcome.OOM else s.peak_mib
+
+
+def informative(samples: Sequence[Sample]) -> list[Sample]:
+    """Successes and OOMs say how much memory was needed; other failures and cancellations don't."""
+    return [s for s in samples if s.outcome in (Outcome.SUCCEEDED, Outcome.OOM)]
+
+
+def decay_weight(age: timedelta, half_life: timedelta) -> float:
+    return float(0.5 ** (max(age.total_seconds(), 0.0) / half_life.total_seconds()))
+
+
+def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
+    """The smallest value whose cumulative weight reaches q of the total."""
+    pairs = sorted(zip(values, weights, strict=True))
+    total = sum(w for _, w in pairs)
+    target = q * total
+    acc = 0.0
+    for value, weight in pairs:
+        acc += weight
+        if acc >= target - 1e-12:
+            return value
+    return pairs[-1][0]
+
+
+@dataclass(frozen=True)
+class DeclaredPrior:
+    """The user's own figure, before any history."""
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        if evidence.declared_mib <= 0:
+            return None
+        return Estimate(
+            mib=evidence.declared_mib,
+            source=PRIOR,
+            quantile=0.0,
+            detail=f"declared {evidence.declared_mib:,.0f} MiB",
+            hard_floor_mib=evidence.declared_mib,
+        )
+
+
+@dataclass(frozen=True)
+class DecayedQuantile:
+    """A quantile of past per-worker peaks, recent executions weighing more."""
+
+    quantile: float = config.MEMORY_QUANTILE
+    half_life: timedelta = config.HISTORY_HALF_LIFE
+    min_weight: float = config.HISTORY_MIN_WEIGHT
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        samples = informative(evidence.samples)
+        if not samples:
+            return None
+        weights = [decay_weight(evidence.now - s.at, self.half_life) for s in samples]
+        if sum(weights) < self.min_weight:
+            return None
+        value = weighted_quantile([sample_value(s) for s in samples], weights, self.quantile)
+        ooms = sum(1 for s in samples if s.outcome is Outcome.OOM)
+        return Estimate(
+            mib=value,
+            source=HISTORY,
+            quantile=self.quantile,
+            detail=(
+                f"p{self.quantile * 100:g} of {len(samples)} executions"
+                + (f" ({ooms} OOM)" if ooms else "")
+                + f" {value:,.0f} MiB"
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class MaxOfSamples:
+    """With too few samples for a quantile, the largest one seen."""
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        samples = informative(evidence.samples)
+        if not samples:
+            return None
+        value = max(sample_value(s) for s in samples)
+        return Estimate(
+            mib=value,
+            source=HISTORY,
+            quantile=1.0,
+            detail=f"max of {len(samples)} execution{'s' if len(samples) > 1 else ''} "
+            f"{value:,.0f} MiB",
+        )
+
+
+@dataclass(frozen=True)
+class WithMargin:
+    inner: Estimator
+    fraction: float
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        e = self.inner.estimate(evidence)
+        if e is None:
+            return None
+        return replace(
+            e, mib=e.mib * (1 + self.fraction), detail=f"{e.detail} +{self.fraction:.0%}"
+        )
+
+
+@dataclass(frozen=True)
+class WithOomFloor:
+    """A recent OOM is a hard floor: the need is above the slice the execution died in."""
+
+    inner: Estimator
+    window: timedelta = config.OOM_FLOOR_WINDOW
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        e = self.inner.estimate(evidence)
+        if e is None:
+            return None
+        recent = [
+            oom_bumped(s.slice_mib, s.peak_mib)
+            for s in evidence.samples
+            if s.outcome is Outcome.OOM and evidence.now - s.at <= self.window
+        ]
+        if not recent:
+            return e
+        floor = max(recent)
+        e = replace(e, hard_floor_mib=max(e.hard_floor_mib, floor))
+        if floor <= e.mib:
+            return e
+        return replace(e, mib=floor, detail=f"{e.detail}, raised to a recent OOM's {floor:,.0f}")
+
+
+@dataclass(frozen=True)
+class WithMinimum:
+    inner: Estimator
+    mib: float = config.MIN_ESTIMATE_MIB
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        e = self.inner.estimate(evidence)
+        if e is None or e.mib >= self.mib:
+            return e
+        return replace(e, mib=self.mib, detail=f"{e.detail}, at least {self.mib:,.0f}")
+
+
+@dataclass(frozen=True)
+class FirstOf:
+    estimators: tuple[Estimator, ...]
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        for estimator in self.estimators:
+            e = estimator.estimate(evidence)
+            if e is not None:
+                return e
+        return None
+
+
+@dataclass(frozen=True)
+class LargerOf:
+    """Both opinions count while history is thin: take the more cautious one."""
+
+    estimators: tuple[Estimator, ...]
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        found = [e for est in self.estimators if (e := est.estimate(evidence)) is not None]
+        if not found:
+            return None
+        best = max(found, key=lambda e: e.mib)
+        return replace(best, hard_floor_mib=max(e.hard_floor_mib for e in found))
+
+
+def default_estimator() -> Estimator:
+    """History quantile when there is enough of it; else the larger of prior and sparse max."""
+    prior = WithMargin(DeclaredPrior(), config.PRIOR_MARGIN)
+    history = WithMargin(DecayedQuantile(), config.HISTORY_MARGIN)
+    sparse = WithMargin(MaxOfSamples(), config.SPARSE_MARGIN)
+    return WithMinimum(WithOomFloor(FirstOf((history, LargerOf((prior, sparse))))))
+
+
+def mean_sm_utilisation(samples: Sequence[Sample], now: datetime) -> float | None:
+    """Decayed mean SM use of successful executions, or None without any."""
+    ok = [s for s in samples if s.outcome is Outcome.SUCCEEDED and s.sm_utilization > 0]
+    if not ok:
+        return None
+    weights = [decay_weight(now - s.at, config.HISTORY_HALF_LIFE) for s in ok]
+    total = sum(weights)
+    if total <= 0 or math.isclose(total, 0.0):
+        return None
+    return sum(w * s.sm_utilization for w, s in zip(weights, ok, strict=True)) / total

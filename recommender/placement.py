@@ -1,0 +1,232 @@
+"""Exact search for legal, non-overlapping MIG placements on one GPU and across a node's GPUs.
+
+A profile instance occupies `size` consecutive units starting at one of its legal starts; two
+instances conflict when their unit ranges overlap. Greedy placement (HAMi's production path)
+can miss a solution that exists, for instance when a small slice takes the only start a larger
+one could use, so this is a depth-first search over instances with memoised dead ends. It is
+exact: it answers "no" only when no assignment exists. Among solutions it prefers, at each step,
+the placement that destroys the fewest free placements of larger profiles (so the big slices
+stay available) and then HAMi's own start order, so answers look familiar to operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from recommender.catalog import GpuModel, MigProfile
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU as the runner describes it."""
+
+    uuid: str
+    occupied: tuple[tuple[int, int], ...] = ()
+    """(start, size) placements in use."""
+    occupied_profiles: tuple[str, ...] = ()
+    """Profiles in use whose placements are unknown: they are placed by the search too."""
+
+    @property
+    def idle(self) -> bool:
+        return not self.occupied and not self.occupied_profiles
+
+
+@dataclass(frozen=True)
+class Assignment:
+    gpu_index: int
+    profile: str
+    start: int
+    size: int
+
+
+@dataclass(frozen=True)
+class NodePlacement:
+    """Where each requested instance goes (existing unplaced profiles are not listed)."""
+
+    assignments: tuple[Assignment, ...]
+    gpus_used: tuple[int, ...] = field(default=())
+
+
+class PlacementError(ValueError):
+    """The request cannot be interpreted on this GPU model (not "it does not fit")."""
+
+
+def _mask(start: int, size: int) -> int:
+    return ((1 << size) - 1) << start
+
+
+def _occupied_mask(gpu: GpuState, units: int) -> int:
+    mask = 0
+    for start, size in gpu.occupied:
+        if start < 0 or size <= 0 or start + size > units:
+            raise PlacementError(
+                f"gpu {gpu.uuid}: occupied placement {start}:{size} is outside 0..{units}"
+            )
+        mask |= _mask(start, size)
+    return mask
+
+
+def _place_on_gpu(
+    items: Sequence[MigProfile], mask: int, larger: dict[str, list[int]]
+) -> list[tuple[MigProfile, int]] | None:
+    """Exact depth-first search on one GPU (at most 12 units, so it is small)."""
+    order = sorted(items, key=lambda p: (
+        -(p.placement.size if p.placement else 0),
+        len(p.placement.starts) if p.placement else 0,
+        p.name,
+    ))
+    failed: set[tuple[int, int]] = set()
+    out: list[tuple[MigProfile, int]] = []
+
+    def run(i: int, used: int) -> bool:
+        if i == len(order):
+            return True
+        if (i, used) in failed:
+            return False
+        profile = order[i]
+        assert profile.placement is not None
+        size = profile.placement.size
+        high_first = profile.compute_slices in (1, 3)  # HAMi's start order, as a tie-break
+        options = []
+        for start in profile.placement.starts:
+            m = _mask(start, size)
+            if m & used:
+                continue
+            destroyed = sum(1 for q in larger[profile.name] if q & used == 0 and q & m)
+            options.append((destroyed, -start if high_first else start, start, m))
+        for _, _, start, m in sorted(options):
+            out.append((profile, start))
+            if run(i + 1, used | m):
+                return True
+            out.pop()
+        failed.add((i, used))
+        return False
+
+    return list(out) if run(0, mask) else None
+
+
+def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuState]
+          ) -> NodePlacement | None:
+    """Places every requested MIG instance on the given GPUs of one node, or returns None.
+
+    Exact in two levels: for each GPU, which count vectors of the requested profiles fit
+    (depth-first search over placements, with its unplaced existing profiles included), then a
+    memoised search over GPUs that splits the requested counts among them. Fuller GPUs are
+    tried first and each GPU takes as much as it can, so instances pack onto few cards.
+
+    Raises PlacementError when the model's placement table is unknown or an occupied entry is
+    not a placement of this model: the caller must not pretend such a request fits.
+    """
+    if not model.placements_known or model.placement_units is None:
+        raise PlacementError(f"{model.id}: placement table unknown; cannot place MIG instances")
+    units = model.placement_units
+    masks = [_occupied_mask(g, units) for g in gpus]
+    pinned: list[list[MigProfile]] = []
+    for gpu in gpus:
+        mine = []
+        for name in gpu.occupied_profiles:
+            prof = model.profile(name)
+            if prof is None or prof.whole_gpu or prof.placement is None:
+                raise PlacementError(f"gpu {gpu.uuid}: unknown occupied profile {name!r}")
+            mine.append(prof)
+        pinned.append(mine)
+    for prof in requests:
+        if prof.whole_gpu or prof.placement is None or model.profile(prof.name) != prof:
+            raise PlacementError(f"{prof.name}: not a placeable MIG profile of {model.id}")
+    kinds = sorted({p.name: p for p in requests}.values(), key=lambda p: p.name)
+    demand = tuple(sum(1 for r in requests if r.name == k.name) for k in kinds)
+    larger = _larger(model)
+
+    def fits(g: int, vector: tuple[int, ...]) -> list[tuple[MigProfile, int]] | None:
+        for k, n in zip(kinds, vector, strict=True):
+            if n + sum(1 for p in pinned[g] if p.name == k.name) > k.max_count:
+                return None
+        items = [*pinned[g]] + [k for k, n in zip(kinds, vector, strict=True) for _ in range(n)]
+        return _place_on_gpu(items, masks[g], larger)
+
+    order = sorted(range(len(gpus)), key=lambda g: (-masks[g].bit_count(), g))
+    per_gpu: dict[tuple[object, ...], list[tuple[MigProfile, int]] | None] = {}
+    failed: set[tuple[int, tuple[int, ...]]] = set()
+    chosen: dict[int, tuple[int, ...]] = {}
+
+    def signature(g: int) -> tuple[int, tuple[str, ...]]:
+        return masks[g], tuple(sorted(p.name for p in pinned[g]))
+
+    def layout(g: int, vector: tuple[int, ...]) -> list[tuple[MigProfile, int]] | None:
+        key = (signature(g), vector)
+        if key not in per_gpu:
+            per_gpu[key] = fits(g, vector)
+        return per_gpu[key]
+
+    def split(pos: int, remaining: tuple[int, ...]) -> bool:
+        if not any(remaining):
+            return True
+        if pos == len(order):
+            return False
+        g = order[pos]
+        key = (pos, remaining)
+        if key in failed:
+            return False
+        vectors = _vectors(remaining)
+        vectors.sort(key=lambda v: -sum(v))
+        for vector in vectors:
+            if any(vector) and layout(g, vector) is None:
+                continue
+            chosen[g] = vector
+            if split(pos + 1, tuple(r - v for r, v in zip(remaining, vector, strict=True))):
+                return True
+            del chosen[g]
+        failed.add(key)
+        return False
+
+    if not split(0, demand):
+        return None
+    out: list[Assignment] = []
+    for g in sorted(chosen):
+        if not any(chosen[g]):
+            continue
+        found = layout(g, chosen[g])
+        assert found is not None
+        mine = list(pinned[g])
+        for prof, start in found:
+            if prof in mine:
+                mine.remove(prof)  # an existing instance, not ours to report
+                continue
+            out.append(Assignment(g, prof.name, start, prof.placement.size if prof.placement
+                                  else 0))
+    used = tuple(sorted({a.gpu_index for a in out}))
+    return NodePlacement(assignments=tuple(out), gpus_used=used)
+
+
+def _vectors(bound: tuple[int, ...]) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = [()]
+    for b in bound:
+        out = [(*v, n) for v in out for n in range(b + 1)]
+    return out
+
+
+def _larger(model: GpuModel) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for p in model.profiles:
+        if p.placement is None:
+            continue
+        out[p.name] = [
+            _mask(s, q.placement.size)
+            for q in model.profiles
+            if q.placement is not None and q.is_base and q.placement.size > p.placement.size
+            for s in q.placement.starts
+        ]
+    return out
+
+
+def place_whole_gpus(count: int, gpus: Sequence[GpuState]) -> NodePlacement | None:
+    """Whole cards need idle GPUs: nothing placed on them, MIG or otherwise."""
+    idle = [g for g, gpu in enumerate(gpus) if gpu.idle]
+    if len(idle) < count:
+        return None
+    chosen = idle[:count]
+    return NodePlacement(
+        assignments=tuple(Assignment(g, "whole", 0, 0) for g in chosen),
+        gpus_used=tuple(chosen),
+    )

@@ -1,0 +1,82 @@
+"""The gRPC server: servicers, health, reflection, graceful shutdown."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from types import FrameType
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from recommender import config
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from recommender.catalog import Catalog
+from recommender.engine import RecommenderEngine
+from recommender.service import AdminServicer, RecommenderServicer
+
+log = logging.getLogger(__name__)
+
+SERVICES = ("intelliscale.recommender.v1.Recommender", "intelliscale.recommender.v1.Admin")
+
+
+@dataclass
+class Running:
+    server: grpc.Server
+    port: int
+    health: health.HealthServicer
+
+    def stop(self, grace: float = config.GRACE_PERIOD_S) -> None:
+        """Stops taking calls, lets in-flight ones finish within `grace` seconds."""
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+
+
+def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", port: int = 0,
+          max_workers: int = 16) -> Running:
+    """Starts serving; port 0 picks a free one. Health says SERVING once it accepts calls."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
+        options=[
+            ("grpc.max_receive_message_length", 4 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    pb_grpc.add_RecommenderServicer_to_server(RecommenderServicer(engine, catalog), server)
+    pb_grpc.add_AdminServicer_to_server(AdminServicer(engine, catalog), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = (
+        *(pb.DESCRIPTOR.services_by_name[n.rsplit(".", 1)[1]].full_name for n in SERVICES),
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    )
+    reflection.enable_server_reflection(names, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot bind {host}:{port}")
+    server.start()
+    for name in ("", *SERVICES):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving on %s:%d", host, bound)
+    return Running(server, bound, health_servicer)
+
+
+def serve_until_signalled(running: Running) -> None:
+    """Blocks until SIGTERM or SIGINT, then shuts down gracefully."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    running.stop()
+    log.info("stopped")

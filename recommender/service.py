@@ -1,0 +1,179 @@
+"""gRPC servicers: thin adapters from messages to the engine, errors to status codes.
+
+Each call writes one structured (JSON) log line: method, status code, milliseconds, and the ids
+that let an operator follow an execution. Request bodies are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import grpc
+
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from recommender.catalog import Catalog
+from recommender.convert import (
+    InvalidArgument,
+    execution_from_pb,
+    gpu_model_to_pb,
+    history_entry_to_pb,
+    next_after_oom_from_pb,
+    recommendation_to_pb,
+    request_from_pb,
+)
+from recommender.engine import RecommenderEngine, UnknownRecommendation
+from recommender.policy import LadderExhausted, NoFit
+from recommender.store.database import StoreUnavailable
+from recommender.store.repository import HistoryFilter
+
+access_log = logging.getLogger("recommender.access")
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+ERRORS: list[tuple[type[Exception], grpc.StatusCode]] = [
+    (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (UnknownRecommendation, grpc.StatusCode.NOT_FOUND),
+    (NoFit, grpc.StatusCode.FAILED_PRECONDITION),
+    (LadderExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (StoreUnavailable, grpc.StatusCode.UNAVAILABLE),
+]
+
+
+def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
+           fn: Callable[[], R]) -> R:
+    """Runs one call: maps domain errors to status codes and writes the access line."""
+    start = time.perf_counter()
+    code = grpc.StatusCode.OK
+    message = ""
+    try:
+        return fn()
+    except Exception as e:
+        for kind, status in ERRORS:
+            if isinstance(e, kind):
+                code, message = status, str(e)
+                break
+        else:
+            log.exception("%s failed", method)
+            code, message = grpc.StatusCode.INTERNAL, "internal error; see the server log"
+        context.abort(code, message)
+        raise  # unreachable: abort raises
+    finally:
+        line: dict[str, Any] = {
+            "method": method,
+            "code": code.name,
+            "ms": round((time.perf_counter() - start) * 1000, 3),
+            **{k: v for k, v in ids.items() if v},
+        }
+        if message:
+            line["error"] = message
+        access_log.info(json.dumps(line))
+
+
+class RecommenderServicer(pb_grpc.RecommenderServicer):
+    def __init__(self, engine: RecommenderEngine, catalog: Catalog) -> None:
+        self.engine = engine
+        self.catalog = catalog
+
+    def Recommend(self, request: pb.RecommendRequest, context: grpc.ServicerContext
+                  ) -> pb.Recommendation:
+        ids = {"action_id": request.action_id[:256], "execution_id": request.execution_id[:256]}
+
+        def run() -> pb.Recommendation:
+            answer = self.engine.recommend(request_from_pb(self.catalog, request))
+            ids["recommendation_id"] = answer.recommendation.id
+            ids["source"] = answer.recommendation.decision.source
+            return recommendation_to_pb(answer.recommendation, stored=answer.stored)
+
+        return handle("Recommend", context, ids, run)
+
+    def NextAfterOom(self, request: pb.NextAfterOomRequest, context: grpc.ServicerContext
+                     ) -> pb.Recommendation:
+        ids = {"recommendation_id": request.recommendation_id[:256]}
+
+        def run() -> pb.Recommendation:
+            rec_id, peak = next_after_oom_from_pb(request)
+            answer = self.engine.next_after_oom(rec_id, peak)
+            ids["next_recommendation_id"] = answer.recommendation.id
+            return recommendation_to_pb(answer.recommendation, stored=answer.stored)
+
+        return handle("NextAfterOom", context, ids, run)
+
+    def RecordExecution(self, request: pb.ExecutionRecord, context: grpc.ServicerContext
+                        ) -> pb.RecordExecutionResponse:
+        ids = {"execution_id": request.execution_id[:256], "action_id": request.action_id[:256]}
+
+        def run() -> pb.RecordExecutionResponse:
+            execution = execution_from_pb(self.catalog, request, datetime.now(UTC))
+            created = self.engine.record_execution(execution)
+            return pb.RecordExecutionResponse(duplicate=not created)
+
+        return handle("RecordExecution", context, ids, run)
+
+
+OUTCOME_FILTERS = {
+    pb.OUTCOME_FILTER_UNSPECIFIED: "",
+    pb.OUTCOME_FILTER_FITTED: "fitted",
+    pb.OUTCOME_FILTER_OOM: "oom",
+    pb.OUTCOME_FILTER_UNKNOWN: "unknown",
+}
+MAX_PAGE = 1000
+DEFAULT_PAGE = 50
+
+
+class AdminServicer(pb_grpc.AdminServicer):
+    def __init__(self, engine: RecommenderEngine, catalog: Catalog) -> None:
+        self.engine = engine
+        self.catalog = catalog
+
+    def ListRecommendations(self, request: pb.ListRecommendationsRequest,
+                            context: grpc.ServicerContext) -> pb.ListRecommendationsResponse:
+        def run() -> pb.ListRecommendationsResponse:
+            if request.page_size < 0:
+                raise InvalidArgument("page_size: must be >= 0")
+            if request.outcome not in OUTCOME_FILTERS:
+                raise InvalidArgument("outcome: unknown filter")
+            gpu_model = ""
+            if request.gpu_model:
+                model = self.catalog.resolve(request.gpu_model)
+                gpu_model = model.id if model else request.gpu_model
+            f = HistoryFilter(
+                action_id=request.action_id,
+                pool_id=request.pool_id,
+                gpu_model=gpu_model,
+                source=request.source,
+                outcome=OUTCOME_FILTERS[request.outcome],
+                created_after=request.created_after.ToDatetime(tzinfo=UTC)
+                if request.HasField("created_after") else None,
+                created_before=request.created_before.ToDatetime(tzinfo=UTC)
+                if request.HasField("created_before") else None,
+            )
+            size = min(request.page_size or DEFAULT_PAGE, MAX_PAGE)
+            try:
+                entries, token = self.engine.store.list_history(f, size, request.page_token)
+            except ValueError as e:
+                if isinstance(e, InvalidArgument):
+                    raise
+                raise InvalidArgument(str(e)) from e
+            return pb.ListRecommendationsResponse(
+                recommendations=[history_entry_to_pb(e) for e in entries],
+                next_page_token=token,
+            )
+
+        return handle("ListRecommendations", context, {"action_id": request.action_id}, run)
+
+    def ListGpuModels(self, request: pb.ListGpuModelsRequest, context: grpc.ServicerContext
+                      ) -> pb.ListGpuModelsResponse:
+        return handle("ListGpuModels", context, {}, lambda: pb.ListGpuModelsResponse(
+            gpu_models=[gpu_model_to_pb(m) for m in self.catalog]))
+
+    def ListModelVersions(self, request: pb.ListModelVersionsRequest,
+                          context: grpc.ServicerContext) -> pb.ListModelVersionsResponse:
+        # No learned model versions exist before the retraining job (issue #3) lands.
+        return handle("ListModelVersions", context, {}, pb.ListModelVersionsResponse)

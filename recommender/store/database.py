@@ -1,0 +1,78 @@
+"""Engines and migrations for SQLite (the embedded default) and PostgreSQL."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, make_url
+
+from recommender import config
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached or did not answer in time."""
+
+
+def connect(url: str) -> Engine:
+    """An engine with short timeouts: the runner must never wait long on us."""
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    timeout = config.DATABASE_TIMEOUT_S
+    if parsed.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
+    elif parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        kwargs["connect_args"] = {
+            "connect_timeout": max(1, int(timeout)),
+            "options": f"-c statement_timeout={int(timeout * 1000)}",
+        }
+        kwargs["pool_size"] = 10
+        kwargs["max_overflow"] = 10
+        kwargs["pool_timeout"] = timeout
+    engine = create_engine(parsed, **kwargs)
+    if parsed.get_backend_name() == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            # WAL lets readers run beside the writer; synchronous=NORMAL is durable in WAL
+            # mode across process crashes (the case we test), which is what the runner needs.
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+    return engine
+
+
+def alembic_config(engine: Engine) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("recommender.migrations")))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Upgrades (or, with a revision below the current one, downgrades) the schema."""
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

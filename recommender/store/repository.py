@@ -1,0 +1,396 @@
+"""Queries. Every database failure surfaces as StoreUnavailable, so callers can degrade."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, and_, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from recommender.catalog import MigProfile
+from recommender.domain import (
+    Decision,
+    Execution,
+    HistoryEntry,
+    Outcome,
+    Rung,
+    Sample,
+    StoredRecommendation,
+)
+from recommender.store.database import StoreUnavailable
+from recommender.store.models import ExecutionRow, RecommendationRow
+
+T = TypeVar("T")
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite returns naive datetimes; everything we store is UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def profile_to_json(p: MigProfile) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "compute_slices": p.compute_slices,
+        "memory_slices": p.memory_slices,
+        "memory_mib": p.memory_mib,
+        "whole_gpu": p.whole_gpu,
+    }
+
+
+def profile_from_json(d: dict[str, Any]) -> MigProfile:
+    return MigProfile(
+        name=d["name"],
+        compute_slices=int(d["compute_slices"]),
+        memory_slices=int(d["memory_slices"]),
+        memory_mib=int(d["memory_mib"]),
+        max_count=0,
+        placement=None,
+        whole_gpu=bool(d.get("whole_gpu", False)),
+    )
+
+
+def rung_to_json(r: Rung) -> dict[str, Any]:
+    return {
+        "pool_id": r.pool_id,
+        "gpu_model": r.gpu_model,
+        "profile": profile_to_json(r.profile),
+        "count": r.count,
+        "resources": dict(r.resources),
+        "node_id": r.node_id,
+    }
+
+
+def rung_from_json(d: dict[str, Any]) -> Rung:
+    return Rung(
+        pool_id=d["pool_id"],
+        gpu_model=d["gpu_model"],
+        profile=profile_from_json(d["profile"]),
+        count=int(d["count"]),
+        resources={str(k): str(v) for k, v in d["resources"].items()},
+        node_id=d.get("node_id", ""),
+    )
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    action_id: str = ""
+    pool_id: str = ""
+    gpu_model: str = ""
+    source: str = ""
+    outcome: str = ""
+    """"fitted", "oom", "unknown" or "" for all."""
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+def encode_cursor(created_at: datetime, rec_id: str) -> str:
+    raw = json.dumps([_utc(created_at).isoformat(), rec_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_cursor(token: str) -> tuple[datetime, str]:
+    """Raises ValueError on a token we did not make."""
+    try:
+        created, rec_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return _utc(datetime.fromisoformat(created)), str(rec_id)
+    except Exception as e:
+        raise ValueError("page_token: not a token this service issued") from e
+
+
+class SqlStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except (DBAPIError, SQLAlchemyError) as e:
+            raise StoreUnavailable(f"database error: {type(e).__name__}: {e}".splitlines()[0]
+                                   ) from e
+
+    def _run(self, fn: Callable[[Session], T]) -> T:
+        with self._session() as s:
+            return fn(s)
+
+    def ping(self) -> None:
+        self._run(lambda s: s.execute(text("SELECT 1")))
+
+    # --- recommendations -------------------------------------------------------------
+
+    def save_recommendation(self, rec: StoredRecommendation) -> None:
+        row = _to_row(rec)
+        self._run(lambda s: s.add(row))
+
+    def get_recommendation(self, rec_id: str) -> StoredRecommendation | None:
+        def q(s: Session) -> StoredRecommendation | None:
+            row = s.get(RecommendationRow, rec_id)
+            return _to_stored(row) if row else None
+
+        return self._run(q)
+
+    def child_of(self, parent_id: str) -> StoredRecommendation | None:
+        """The rung already given after this recommendation's OOM, if any."""
+
+        def q(s: Session) -> StoredRecommendation | None:
+            row = s.execute(
+                select(RecommendationRow).where(RecommendationRow.parent_id == parent_id).limit(1)
+            ).scalar_one_or_none()
+            return _to_stored(row) if row else None
+
+        return self._run(q)
+
+    def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime) -> None:
+        self._run(lambda s: s.execute(
+            update(RecommendationRow)
+            .where(RecommendationRow.id == rec_id, RecommendationRow.oom_at.is_(None))
+            .values(oom_at=at, oom_observed_peak_mib=observed_peak_mib or None)
+        ))
+
+    def save_rung_after_oom(
+        self, parent_id: str, observed_peak_mib: float, at: datetime, rung: StoredRecommendation
+    ) -> None:
+        """Marks the parent as OOM and stores the next rung, in one transaction."""
+        with self._session() as s:
+            s.execute(
+                update(RecommendationRow)
+                .where(RecommendationRow.id == parent_id)
+                .values(oom_at=at, oom_observed_peak_mib=observed_peak_mib or None)
+            )
+            s.add(_to_row(rung))
+
+    # --- executions ------------------------------------------------------------------
+
+    def record_execution(self, e: Execution, recorded_at: datetime) -> bool:
+        """Inserts the execution; False when its execution_id was already recorded."""
+        values = {
+            "execution_id": e.execution_id,
+            "action_id": e.action_id,
+            "recommendation_id": e.recommendation_id,
+            "gpu_model": e.gpu_model,
+            "profile": e.profile,
+            "slice_memory_mib": e.slice_memory_mib,
+            "count": e.count,
+            "peak_memory_mib": e.peak_memory_mib,
+            "sm_utilization": e.sm_utilization,
+            "duration_s": e.duration_s,
+            "throughput": e.throughput,
+            "outcome": e.outcome.value,
+            "started_at": e.started_at,
+            "ended_at": e.ended_at,
+            "recorded_at": recorded_at,
+            "features": dict(e.features),
+        }
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = insert(ExecutionRow).values(**values).on_conflict_do_nothing(
+            index_elements=["execution_id"]
+        )
+
+        def q(s: Session) -> bool:
+            return bool(s.execute(stmt).rowcount)  # type: ignore[attr-defined]
+
+        return self._run(q)
+
+    def get_execution(self, execution_id: str) -> Execution | None:
+        def q(s: Session) -> Execution | None:
+            row = s.get(ExecutionRow, execution_id)
+            return _to_execution(row) if row else None
+
+        return self._run(q)
+
+    def action_samples(self, action_id: str, limit: int) -> list[Sample]:
+        """The action's most recent executions, plus OOMs known only from NextAfterOom."""
+
+        def q(s: Session) -> list[Sample]:
+            rows = s.execute(
+                select(ExecutionRow.ended_at, ExecutionRow.peak_memory_mib,
+                       ExecutionRow.slice_memory_mib, ExecutionRow.outcome,
+                       ExecutionRow.sm_utilization)
+                .where(ExecutionRow.action_id == action_id)
+                .order_by(ExecutionRow.ended_at.desc())
+                .limit(limit)
+            ).all()
+            samples = [
+                Sample(at=_utc(r[0]), peak_mib=r[1], slice_mib=r[2], outcome=Outcome(r[3]),
+                       sm_utilization=r[4])
+                for r in rows
+            ]
+            recorded = select(ExecutionRow.recommendation_id).where(
+                ExecutionRow.action_id == action_id
+            )
+            ooms = s.execute(
+                select(RecommendationRow.oom_at, RecommendationRow.oom_observed_peak_mib,
+                       RecommendationRow.profile_memory_mib)
+                .where(
+                    RecommendationRow.action_id == action_id,
+                    RecommendationRow.oom_at.is_not(None),
+                    RecommendationRow.id.not_in(recorded),
+                )
+                .order_by(RecommendationRow.oom_at.desc())
+                .limit(limit)
+            ).all()
+            samples += [
+                Sample(at=_utc(r[0]), peak_mib=r[1] or 0.0, slice_mib=r[2], outcome=Outcome.OOM)
+                for r in ooms
+                if r[0] is not None
+            ]
+            return samples
+
+        return self._run(q)
+
+    # --- history ---------------------------------------------------------------------
+
+    def list_history(
+        self, f: HistoryFilter, page_size: int, page_token: str = ""
+    ) -> tuple[list[HistoryEntry], str]:
+        """Newest first, keyset-paginated on (created_at, id): stable under inserts."""
+        cursor = decode_cursor(page_token) if page_token else None
+
+        def q(s: Session) -> tuple[list[HistoryEntry], str]:
+            r, x = RecommendationRow, ExecutionRow
+            stmt = select(r, x).outerjoin(x, x.recommendation_id == r.id)
+            conds = []
+            if f.action_id:
+                conds.append(r.action_id == f.action_id)
+            if f.pool_id:
+                conds.append(r.pool_id == f.pool_id)
+            if f.gpu_model:
+                conds.append(r.gpu_model == f.gpu_model)
+            if f.source:
+                conds.append(r.source == f.source)
+            if f.created_after:
+                conds.append(r.created_at >= f.created_after)
+            if f.created_before:
+                conds.append(r.created_at < f.created_before)
+            if f.outcome == "fitted":
+                conds.append(x.outcome == Outcome.SUCCEEDED.value)
+            elif f.outcome == "oom":
+                conds.append(or_(x.outcome == Outcome.OOM.value, r.oom_at.is_not(None)))
+            elif f.outcome == "unknown":
+                conds.append(and_(x.execution_id.is_(None), r.oom_at.is_(None)))
+            if cursor:
+                created, rec_id = cursor
+                conds.append(or_(r.created_at < created,
+                                 and_(r.created_at == created, r.id < rec_id)))
+            if conds:
+                stmt = stmt.where(and_(*conds))
+            rows = s.execute(
+                stmt.order_by(r.created_at.desc(), r.id.desc()).limit(page_size + 1)
+            ).all()
+            entries = []
+            for rec_row, ex_row in rows[:page_size]:
+                stored = _to_stored(rec_row)
+                if ex_row is not None:
+                    outcome: Outcome | None = Outcome(ex_row.outcome)
+                    peak: float | None = ex_row.peak_memory_mib
+                elif rec_row.oom_at is not None:
+                    outcome, peak = Outcome.OOM, rec_row.oom_observed_peak_mib
+                else:
+                    outcome, peak = None, None
+                entries.append(HistoryEntry(stored, outcome, peak))
+            token = ""
+            if len(rows) > page_size:
+                last = rows[page_size - 1][0]
+                token = encode_cursor(last.created_at, last.id)
+            return entries, token
+
+        return self._run(q)
+
+
+def _to_row(rec: StoredRecommendation) -> RecommendationRow:
+    d = rec.decision
+    return RecommendationRow(
+        id=rec.id,
+        created_at=rec.created_at,
+        action_id=rec.action_id,
+        execution_id=rec.execution_id,
+        parent_id=rec.parent_id,
+        attempt=d.attempt,
+        pool_id=d.rung.pool_id,
+        gpu_model=d.rung.gpu_model,
+        profile=d.rung.profile.name,
+        profile_memory_mib=d.rung.profile.memory_mib,
+        compute_slices=d.rung.profile.compute_slices,
+        memory_slices=d.rung.profile.memory_slices,
+        whole_gpu=d.rung.profile.whole_gpu,
+        count=d.rung.count,
+        node_id=d.rung.node_id,
+        resources=dict(d.rung.resources),
+        predicted_peak_mib=d.predicted_peak_mib,
+        quantile=d.quantile,
+        source=d.source,
+        model_version=d.model_version,
+        reason=d.reason,
+        ladder=[rung_to_json(r) for r in d.ladder],
+    )
+
+
+def _to_stored(row: RecommendationRow) -> StoredRecommendation:
+    rung = Rung(
+        pool_id=row.pool_id,
+        gpu_model=row.gpu_model,
+        profile=MigProfile(
+            name=row.profile,
+            compute_slices=row.compute_slices,
+            memory_slices=row.memory_slices,
+            memory_mib=row.profile_memory_mib,
+            max_count=0,
+            placement=None,
+            whole_gpu=row.whole_gpu,
+        ),
+        count=row.count,
+        resources={str(k): str(v) for k, v in row.resources.items()},
+        node_id=row.node_id,
+    )
+    decision = Decision(
+        rung=rung,
+        predicted_peak_mib=row.predicted_peak_mib,
+        quantile=row.quantile,
+        source=row.source,
+        reason=row.reason,
+        ladder=tuple(rung_from_json(d) for d in row.ladder),
+        model_version=row.model_version,
+        attempt=row.attempt,
+    )
+    return StoredRecommendation(
+        id=row.id,
+        created_at=_utc(row.created_at),
+        action_id=row.action_id,
+        execution_id=row.execution_id,
+        decision=decision,
+        parent_id=row.parent_id,
+        oom_at=_utc(row.oom_at) if row.oom_at else None,
+        oom_observed_peak_mib=row.oom_observed_peak_mib,
+    )
+
+
+def _to_execution(row: ExecutionRow) -> Execution:
+    return Execution(
+        execution_id=row.execution_id,
+        action_id=row.action_id,
+        recommendation_id=row.recommendation_id,
+        gpu_model=row.gpu_model,
+        profile=row.profile,
+        slice_memory_mib=row.slice_memory_mib,
+        count=row.count,
+        peak_memory_mib=row.peak_memory_mib,
+        sm_utilization=row.sm_utilization,
+        duration_s=row.duration_s,
+        throughput=row.throughput,
+        outcome=Outcome(row.outcome),
+        ended_at=_utc(row.ended_at),
+        started_at=_utc(row.started_at) if row.started_at else None,
+        features=dict(row.features),
+    )
