@@ -208,11 +208,16 @@ def _parse_model(raw: Any, where: str, *, overridden: bool = False) -> GpuModel:
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise CatalogError(f"{where}.aliases: must be a list of strings")
-    # With MIG off the card offers at least its full-card MIG profile's memory; that is the
-    # conservative default when the operator does not state what NVML reports.
+    # With MIG off the card has its nominal memory (NVML's memory.total is within 0.5 % of
+    # it), which is more than its full-card MIG profile: MIG keeps some for itself. An
+    # operator states the exact figure with memory_mib.
     largest = max(p.memory_mib for p in profiles)
-    memory = raw.get("memory_mib")
-    memory_mib = largest if memory is None else _int(raw, "memory_mib", where)
+    if raw.get("memory_mib") is not None:
+        memory_mib = _int(raw, "memory_mib", where)
+    elif raw.get("memory_gb") is not None:
+        memory_mib = max(largest, _int(raw, "memory_gb", where) * 1024)
+    else:
+        memory_mib = largest
     return GpuModel(
         id=model_id,
         aliases=tuple(aliases),

@@ -171,14 +171,15 @@ class WithOomFloor:
         if e is None:
             return None
         recent = [
-            oom_bumped(s.slice_mib, s.peak_mib)
-            for s in evidence.samples
+            s for s in evidence.samples
             if s.outcome is Outcome.OOM and evidence.now - s.at <= self.window
         ]
         if not recent:
             return e
-        floor = max(recent)
-        e = replace(e, hard_floor_mib=max(e.hard_floor_mib, floor))
+        floor = max(oom_bumped(s.slice_mib, s.peak_mib) for s in recent)
+        # Known for certain: more than the slice it died in, and at least the peak seen.
+        known = max(max(s.slice_mib + 1, s.peak_mib) for s in recent)
+        e = replace(e, hard_floor_mib=max(e.hard_floor_mib, known))
         if floor <= e.mib:
             return e
         return replace(e, mib=floor, detail=f"{e.detail}, raised to a recent OOM's {floor:,.0f}")

@@ -157,7 +157,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         if floor > mib:
             biggest = {o.pool.pool_id: m for m, _, o in largest}
             raise NoFit({
-                p.pool_id: f"needs more than {floor:,.0f} MiB per worker; its largest placeable "
+                p.pool_id: f"needs at least {floor:,.0f} MiB per worker; its largest placeable "
                 f"slice has {biggest[p.pool_id]:,} MiB" if p.pool_id in biggest
                 else reasons.get(p.pool_id, "")
                 for _, p in pools

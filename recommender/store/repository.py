@@ -194,12 +194,16 @@ class SqlStore:
             "features": dict(e.features),
         }
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
-        stmt = insert(ExecutionRow).values(**values).on_conflict_do_nothing(
-            index_elements=["execution_id"]
+        stmt = (
+            insert(ExecutionRow)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["execution_id"])
+            .returning(ExecutionRow.execution_id)
         )
 
         def q(s: Session) -> bool:
-            return bool(s.execute(stmt).rowcount)  # type: ignore[attr-defined]
+            # A row comes back only when it was inserted; rowcount is unreliable here.
+            return s.execute(stmt).first() is not None
 
         return self._run(q)
 

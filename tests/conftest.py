@@ -1,0 +1,119 @@
+"""Shared fixtures: databases (SQLite always, PostgreSQL when reachable) and a live server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+from sqlalchemy import Engine, create_engine, make_url, text
+
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from recommender.catalog import Catalog, load_catalog
+from recommender.engine import RecommenderEngine
+from recommender.server import Running, start
+from recommender.store import SqlStore, connect, migrate
+
+PG_ENV = "RECOMMENDER_TEST_POSTGRES_URL"
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def _postgres_admin_url() -> str | None:
+    """The admin URL when PostgreSQL answers; otherwise None (or a failure when required)."""
+    url = os.environ.get(PG_ENV, DEFAULT_PG)
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": 2})
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return url
+    except Exception as e:
+        if os.environ.get("RECOMMENDER_REQUIRE_POSTGRES"):
+            raise RuntimeError(f"PostgreSQL required but unreachable at {url}: {e}") from e
+        return None
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    url = _postgres_admin_url()
+    if url is None:
+        pytest.skip(f"PostgreSQL not reachable (set {PG_ENV}); PostgreSQL tests skipped")
+    return url
+
+
+@pytest.fixture
+def postgres_url(postgres_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database for one test, dropped afterwards."""
+    name = f"intelliscale_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(postgres_admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+            ), {"n": name})
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'recommender.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Runs a test on both backends."""
+    name = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+def migrated_engine(database_url: str) -> Iterator[Engine]:
+    engine = connect(database_url)
+    migrate(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def store(migrated_engine: Engine) -> SqlStore:
+    return SqlStore(migrated_engine)
+
+
+@dataclass
+class Live:
+    running: Running
+    channel: grpc.Channel
+    recommender: pb_grpc.RecommenderStub
+    admin: pb_grpc.AdminStub
+    store: SqlStore
+    address: str
+
+
+@pytest.fixture
+def live(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
+    """The real server on a free loopback port, with clients over a real socket."""
+    running = start(RecommenderEngine(store), catalog, host="127.0.0.1", port=0)
+    address = f"127.0.0.1:{running.port}"
+    channel = grpc.insecure_channel(address)
+    try:
+        yield Live(running, channel, pb_grpc.RecommenderStub(channel), pb_grpc.AdminStub(channel),
+                   store, address)
+    finally:
+        channel.close()
+        running.stop(grace=1)

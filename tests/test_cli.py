@@ -1,0 +1,100 @@
+"""The `recommender` command as a newcomer and an operator use it, in real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from tests.helpers import record, request
+
+
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=cwd, text=True,
+                          capture_output=True, timeout=60, env={**os.environ, **(env or {})})
+
+
+def start_server(cwd: Path, *args: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-m", "recommender", "serve", "--port", "0", *args],
+                            cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(r"listening on .*:(\d+)", line)
+    assert match, f"no listening line: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+    return proc, int(match.group(1))
+
+
+def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> None:
+    proc, port = start_server(tmp_path)
+    try:
+        assert (tmp_path / "recommender.db").exists()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            status = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest()).status
+            assert status == health_pb2.HealthCheckResponse.SERVING
+            stub = pb_grpc.RecommenderStub(ch)
+            r = stub.Recommend(request("cli", declared=7500, workers=2))
+            assert r.profile.name == "1g.10gb"
+            stub.RecordExecution(record("cli-1", "cli"))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    # One structured line per call, and no request bodies in the log.
+    lines = [json.loads(x.split("recommender.access ", 1)[1])
+             for x in err.splitlines() if "recommender.access" in x]
+    assert [x["method"] for x in lines] == ["Recommend", "RecordExecution"]
+    assert all(x["code"] == "OK" and x["ms"] >= 0 for x in lines)
+    assert "stopped" in err
+
+    # The history command reads what the server wrote.
+    out = run("history", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [(r["action_id"], r["profile"], r["count"]) for r in rows] == [("cli", "1g.10gb", 2)]
+    table = run("history", cwd=tmp_path)
+    assert "1g.10gb" in table.stdout and "ACTION_ID" in table.stdout
+
+
+def test_environment_configures_port_and_database(tmp_path: Path) -> None:
+    db = tmp_path / "elsewhere.db"
+    out = run("migrate", cwd=tmp_path, env={"RECOMMENDER_DATABASE_URL": f"sqlite:///{db}"})
+    assert out.returncode == 0 and "0001" in out.stdout
+    assert db.exists()
+    out = run("migrate", "--downgrade", "base", "--database-url", f"sqlite:///{db}",
+              cwd=tmp_path)
+    assert out.returncode == 0 and "None" in out.stdout
+
+
+def test_malformed_catalog_override_is_refused_at_start(tmp_path: Path) -> None:
+    bad = tmp_path / "override.json"
+    bad.write_text(json.dumps({"gpus": [{"id": "A100-40GB", "profiles": [
+        {"name": "2g.10gb", "memory_mib": -4}]}]}))
+    start = time.monotonic()
+    out = run("serve", "--port", "0", "--catalog-override", str(bad), cwd=tmp_path)
+    assert out.returncode == 2
+    assert "gpus[0].profiles[0].memory_mib" in out.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_catalog_override_changes_what_is_served(tmp_path: Path) -> None:
+    good = tmp_path / "override.json"
+    good.write_text(json.dumps({"gpus": [{"id": "NVIDIA A100-SXM4-40GB", "profiles": [
+        {"name": "1g.10gb", "memory_mib": 9984}, {"name": "2g.10gb", "memory_mib": 9984}]}]}))
+    proc, port = start_server(tmp_path, "--catalog-override", str(good))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            r = pb_grpc.RecommenderStub(ch).Recommend(request("o", declared=7500))
+            assert (r.profile.name, r.profile.memory_mib) == ("1g.10gb", 9984)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from recommender import config
+from recommender.domain import Outcome, Sample
+from recommender.estimation import (
+    FALLBACK,
+    HISTORY,
+    PRIOR,
+    DecayedQuantile,
+    DeclaredPrior,
+    Evidence,
+    MaxOfSamples,
+    WithMargin,
+    WithMinimum,
+    WithOomFloor,
+    decay_weight,
+    default_estimator,
+    mean_sm_utilisation,
+    oom_bumped,
+    weighted_quantile,
+)
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def ok(peak: float, hours_ago: float = 1.0, sm: float = 10.0) -> Sample:
+    return Sample(NOW - timedelta(hours=hours_ago), peak, 9856, Outcome.SUCCEEDED, sm)
+
+
+def oom(slice_mib: float, hours_ago: float = 1.0, peak: float = 0.0) -> Sample:
+    return Sample(NOW - timedelta(hours=hours_ago), peak, slice_mib, Outcome.OOM)
+
+
+def test_weighted_quantile_matches_unweighted_definition() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert weighted_quantile(values, [1.0] * 100, 0.95) == 95.0
+    assert weighted_quantile(values, [1.0] * 100, 1.0) == 100.0
+    # Weight moves the quantile: one heavy value dominates.
+    assert weighted_quantile([1.0, 2.0], [1.0, 99.0], 0.5) == 2.0
+
+
+def test_decay_halves_every_half_life() -> None:
+    hl = timedelta(hours=10)
+    assert decay_weight(timedelta(0), hl) == 1.0
+    assert decay_weight(hl, hl) == pytest.approx(0.5)
+    assert decay_weight(3 * hl, hl) == pytest.approx(0.125)
+
+
+def test_prior_is_the_declared_figure_and_a_hard_floor() -> None:
+    e = DeclaredPrior().estimate(Evidence(NOW, declared_mib=7500))
+    assert e is not None and e.mib == 7500 and e.source == PRIOR and e.hard_floor_mib == 7500
+    assert DeclaredPrior().estimate(Evidence(NOW)) is None
+
+
+def test_quantile_needs_enough_weight() -> None:
+    est = DecayedQuantile(min_weight=5)
+    assert est.estimate(Evidence(NOW, [ok(3000, hours_ago=0)] * 4)) is None
+    # Weight, not count: five samples a half-life old weigh 2.5.
+    assert est.estimate(Evidence(NOW, [ok(3000, hours_ago=72)] * 5)) is None
+    e = est.estimate(Evidence(NOW, [ok(3000, hours_ago=0)] * 5))
+    assert e is not None and e.mib == 3000 and e.source == HISTORY
+
+
+def test_old_samples_weigh_less() -> None:
+    # 20 recent small peaks and 20 old big ones: the old ones have decayed away.
+    samples = [ok(2000, hours_ago=1) for _ in range(20)]
+    samples += [ok(9000, hours_ago=24 * 30) for _ in range(20)]
+    e = DecayedQuantile().estimate(Evidence(NOW, samples))
+    assert e is not None and e.mib == 2000
+
+
+def test_oom_is_a_censored_sample_above_its_slice() -> None:
+    assert oom_bumped(10000) == pytest.approx(12000)
+    assert oom_bumped(100) == pytest.approx(200)  # +100 MiB dominates on tiny slices
+    assert oom_bumped(10000, peak_mib=15000) == 15000
+    samples = [ok(3000) for _ in range(9)] + [oom(4864)]
+    e = DecayedQuantile(quantile=0.95).estimate(Evidence(NOW, samples))
+    assert e is not None and e.mib > 4864
+
+
+def test_failed_and_cancelled_runs_say_nothing_about_memory() -> None:
+    failed = Sample(NOW, 39000, 40192, Outcome.FAILED)
+    e = MaxOfSamples().estimate(Evidence(NOW, [ok(3000), failed]))
+    assert e is not None and e.mib == 3000
+
+
+def test_recent_oom_is_a_hard_floor_even_among_many_successes() -> None:
+    samples = [ok(3000) for _ in range(60)] + [oom(4864)]
+    e = WithOomFloor(DecayedQuantile()).estimate(Evidence(NOW, samples))
+    assert e is not None and e.mib > 4864 and e.hard_floor_mib > 4864
+    # Outside the window it is just one censored sample among many.
+    old = [ok(3000) for _ in range(60)] + [oom(4864, hours_ago=24 * 30)]
+    e = WithOomFloor(DecayedQuantile()).estimate(Evidence(NOW, old))
+    assert e is not None and e.mib == 3000
+
+
+def test_decorators_compose() -> None:
+    e = WithMinimum(WithMargin(DeclaredPrior(), 0.5), mib=100).estimate(
+        Evidence(NOW, declared_mib=1000))
+    assert e is not None and e.mib == 1500
+    e = WithMinimum(DeclaredPrior(), mib=config.MIN_ESTIMATE_MIB).estimate(
+        Evidence(NOW, declared_mib=10))
+    assert e is not None and e.mib == config.MIN_ESTIMATE_MIB
+
+
+def test_default_chain_prior_then_sparse_then_history() -> None:
+    est = default_estimator()
+    assert est.estimate(Evidence(NOW)) is None  # nothing known: the policy falls back
+    prior = est.estimate(Evidence(NOW, declared_mib=7500))
+    assert prior is not None and prior.source == PRIOR
+    assert prior.mib == pytest.approx(7500 * (1 + config.PRIOR_MARGIN))
+    # Two samples bigger than declared: the cautious one wins.
+    sparse = est.estimate(Evidence(NOW, [ok(9000), ok(8000)], declared_mib=7500))
+    assert sparse is not None and sparse.source == HISTORY
+    assert sparse.mib == pytest.approx(9000 * (1 + config.SPARSE_MARGIN))
+    # Thirty executions at ~3 GB: history wins, even over a larger declaration.
+    many = [ok(3000 + i) for i in range(30)]
+    hist = est.estimate(Evidence(NOW, many, declared_mib=7500))
+    assert hist is not None and hist.source == HISTORY and hist.quantile == config.MEMORY_QUANTILE
+    assert 3000 * 1.1 <= hist.mib <= 3030 * 1.1
+    assert hist.source != FALLBACK
+
+
+def test_mean_sm_utilisation_ignores_failures() -> None:
+    assert mean_sm_utilisation([], NOW) is None
+    samples = [ok(1, sm=80), ok(1, sm=60), Sample(NOW, 1, 1, Outcome.FAILED, 5)]
+    assert mean_sm_utilisation(samples, NOW) == pytest.approx(70)

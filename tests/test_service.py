@@ -1,0 +1,237 @@
+"""The real server on a loopback port, called over gRPC, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from sqlalchemy import func, select
+
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+from recommender.store.models import ExecutionRow, RecommendationRow
+from tests.conftest import Live
+from tests.helpers import pool, record, request
+
+
+def counts(live: Live) -> tuple[int, int]:
+    with live.store.engine.connect() as c:
+        recs = c.execute(select(func.count()).select_from(RecommendationRow)).scalar_one()
+        execs = c.execute(select(func.count()).select_from(ExecutionRow)).scalar_one()
+    return recs, execs
+
+
+def code_of(fn: object, *args: object) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as err:
+        fn(*args)  # type: ignore[operator]
+    return err.value.code(), err.value.details()
+
+
+def test_worked_example_end_to_end(live: Live) -> None:
+    """DESIGN.md section 2, step by step over gRPC."""
+    r = live.recommender.Recommend(request("ex", workers=2, declared=7500, execution="e1"))
+    assert (r.profile.name, r.count, r.source, r.attempt) == ("1g.10gb", 2, "prior", 1)
+    assert r.profile.memory_mib == 9856 and r.stored
+    assert dict(r.resources) == {"nvidia.com/mig-1g.10gb": "2"}
+    assert [(x.profile.name, x.count) for x in r.ladder] == [("3g.20gb", 2), ("7g.40gb", 2)]
+    assert r.quantile == 0 and r.predicted_peak_memory_mib == pytest.approx(8250)
+
+    n1 = live.recommender.NextAfterOom(
+        pb.NextAfterOomRequest(recommendation_id=r.recommendation_id))
+    assert (n1.profile.name, n1.count, n1.attempt) == ("3g.20gb", 2, 2)
+    assert dict(n1.resources) == {"nvidia.com/mig-3g.20gb": "2"}
+    n2 = live.recommender.NextAfterOom(
+        pb.NextAfterOomRequest(recommendation_id=n1.recommendation_id))
+    assert (n2.profile.name, n2.attempt) == ("7g.40gb", 3)
+    code, msg = code_of(live.recommender.NextAfterOom,
+                        pb.NextAfterOomRequest(recommendation_id=n2.recommendation_id))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "40,192" in msg
+
+    # An action that died in the largest slice gets no slice it is known not to fit in.
+    code, msg = code_of(live.recommender.Recommend, request("ex", workers=2, declared=7500))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "40,193" in msg
+
+    # Thirty successful executions at about 3 GB each: history takes over.
+    now = datetime.now(UTC)
+    for i in range(30):
+        resp = live.recommender.RecordExecution(record(
+            f"run-{i}", peak=3000 + 3 * i, count=2, ended=now - timedelta(minutes=30 - i)))
+        assert not resp.duplicate
+    h = live.recommender.Recommend(request("act", workers=2, declared=7500))
+    assert (h.profile.name, h.count, h.source) == ("1g.5gb", 2, "history")
+    assert h.quantile == pytest.approx(0.95)
+    assert "p95" in h.reason
+
+
+def test_rungs_are_stored_with_their_attempt_and_a_retry_gets_the_same_rung(live: Live) -> None:
+    r = live.recommender.Recommend(request("act", declared=7500))
+    req = pb.NextAfterOomRequest(recommendation_id=r.recommendation_id,
+                                 observed_peak_memory_mib=9000)
+    first = live.recommender.NextAfterOom(req)
+    again = live.recommender.NextAfterOom(req)
+    assert first.recommendation_id == again.recommendation_id
+    page = live.admin.ListRecommendations(pb.ListRecommendationsRequest(action_id="act"))
+    by_id = {e.recommendation.recommendation_id: e for e in page.recommendations}
+    assert by_id[first.recommendation_id].parent_recommendation_id == r.recommendation_id
+    assert by_id[first.recommendation_id].recommendation.attempt == 2
+    assert by_id[r.recommendation_id].outcome == pb.OUTCOME_OOM
+
+
+def test_oom_is_remembered_for_the_action(live: Live) -> None:
+    now = datetime.now(UTC)
+    for i in range(10):
+        live.recommender.RecordExecution(record(f"ok-{i}", profile="1g.5gb", peak=4000,
+                                                ended=now - timedelta(minutes=20 - i)))
+    r = live.recommender.Recommend(request("act"))
+    assert r.profile.name == "1g.5gb"
+    live.recommender.NextAfterOom(pb.NextAfterOomRequest(recommendation_id=r.recommendation_id))
+    after = live.recommender.Recommend(request("act"))
+    assert after.profile.memory_mib > 4864, after.reason
+
+
+def test_oom_recorded_by_record_execution_is_a_floor_too(live: Live) -> None:
+    now = datetime.now(UTC)
+    for i in range(10):
+        live.recommender.RecordExecution(record(f"ok-{i}", profile="1g.5gb", peak=4000,
+                                                ended=now - timedelta(minutes=20 - i)))
+    live.recommender.RecordExecution(record("boom", profile="1g.5gb", peak=4860,
+                                            outcome=pb.OUTCOME_OOM, ended=now))
+    assert live.recommender.Recommend(request("act")).profile.memory_mib > 4864
+
+
+def test_record_execution_is_idempotent(live: Live) -> None:
+    first = live.recommender.RecordExecution(record("e-1", peak=3000))
+    retry = live.recommender.RecordExecution(record("e-1", peak=9999))
+    assert not first.duplicate and retry.duplicate
+    assert counts(live)[1] == 1
+    stored = live.store.get_execution("e-1")
+    assert stored is not None and stored.peak_memory_mib == 3000  # the retry changed nothing
+
+
+def test_no_information_is_safe_and_says_so(live: Live) -> None:
+    r = live.recommender.Recommend(request("new-action"))
+    assert r.source == "fallback" and r.profile.name == "7g.40gb"
+    assert "no history and no declared memory" in r.reason
+
+
+@pytest.mark.parametrize(("strategy", "profiles", "expected"), [
+    (pb.MIG_STRATEGY_MIXED, (), {"nvidia.com/mig-1g.10gb": "2"}),
+    (pb.MIG_STRATEGY_SINGLE, ("2g.10gb",), {"nvidia.com/gpu": "2"}),
+    (pb.MIG_STRATEGY_DYNAMIC, (), {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "9856"}),
+    (pb.MIG_STRATEGY_NONE, (), {"nvidia.com/gpu": "2"}),
+])
+def test_resources_for_every_strategy(live: Live, strategy: int, profiles: tuple[str, ...],
+                                      expected: dict[str, str]) -> None:
+    r = live.recommender.Recommend(
+        request("act", pool(strategy=strategy, profiles=profiles), workers=2, declared=7500))
+    assert dict(r.resources) == expected
+
+
+def test_placement_on_one_node(live: Live) -> None:
+    busy = pb.Node(node_id="busy", gpus=[pb.Gpu(uuid="g0", occupied=[
+        pb.Placement(start=0, size=4), pb.Placement(start=4, size=2)])])
+    free = pb.Node(node_id="free", gpus=[pb.Gpu(uuid="g1")])
+    r = live.recommender.Recommend(request("act", pool(nodes=(busy, free)), workers=3,
+                                           declared=7500))
+    assert r.node_id == "free" and r.count == 3 and r.profile.name == "1g.10gb"
+    # Three 3g.20gb never fit one A100-40GB node of one GPU: not on the ladder.
+    assert [x.profile.name for x in r.ladder] == []
+
+
+def test_failed_precondition_names_each_pool(live: Live) -> None:
+    full = pb.Node(node_id="n", gpus=[pb.Gpu(uuid="g", occupied_profiles=["7g.40gb"])])
+    code, msg = code_of(live.recommender.Recommend,
+                        request("act", pool(nodes=(full,)), declared=1000))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "a100" in msg
+    code, msg = code_of(live.recommender.Recommend, request("act", declared=100_000))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "100,000" in msg
+    code, msg = code_of(live.recommender.Recommend, request("act", p2p=True))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "peer-to-peer" in msg
+
+
+BAD_RECOMMENDS = [
+    (request(""), "action_id"),
+    (pb.RecommendRequest(action_id="a"), "pools"),
+    (request("a", pool(model="")), "pools[0].gpu_model"),
+    (request("a", pool(model="GTX-1080")), "pools[0].gpu_model"),
+    (request("a", pool(pool_id="")), "pools[0].pool_id"),
+    (request("a", pool(strategy=pb.MIG_STRATEGY_UNSPECIFIED)), "pools[0].strategy"),
+    (request("a", pool(profiles=("9g.99gb",))), "pools[0].profiles[0]"),
+    (request("a", pool(strategy=pb.MIG_STRATEGY_SINGLE)), "pools[0].profiles"),
+    (request("a", pool(), pool()), "pools[1].pool_id"),
+    (request("a", workers=-1), "workers"),
+    (request("a", declared=-5), "declared_memory_mib"),
+    (request("a", pool(nodes=(pb.Node(node_id="n", gpus=[pb.Gpu(occupied=[
+        pb.Placement(start=7, size=4)])]),))), "pools[0].nodes[0].gpus[0].occupied[0]"),
+    (request("a", pool(nodes=(pb.Node(node_id="n", gpus=[pb.Gpu(occupied_profiles=[
+        "1g.99gb"])]),))), "pools[0].nodes[0].gpus[0].occupied_profiles[0]"),
+]
+
+
+@pytest.mark.parametrize(("message", "field"), BAD_RECOMMENDS)
+def test_bad_recommend_names_the_field_and_writes_nothing(
+        live: Live, message: pb.RecommendRequest, field: str) -> None:
+    code, msg = code_of(live.recommender.Recommend, message)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert msg.startswith(field + ":"), msg
+    assert counts(live) == (0, 0)
+
+
+BAD_RECORDS = [
+    (record(""), "execution_id"),
+    (record("e", action=""), "action_id"),
+    (record("e", model="TPU"), "gpu_model"),
+    (record("e", profile="1g.99gb"), "profile"),
+    (record("e", peak=-1), "peak_memory_mib"),
+    (record("e", peak=float("nan")), "peak_memory_mib"),
+    (record("e", count=-2), "count"),
+    (record("e", sm=150), "sm_utilization"),
+    (record("e", outcome=pb.OUTCOME_UNSPECIFIED), "outcome"),
+]
+
+
+@pytest.mark.parametrize(("message", "field"), BAD_RECORDS)
+def test_bad_record_names_the_field_and_writes_nothing(
+        live: Live, message: pb.ExecutionRecord, field: str) -> None:
+    code, msg = code_of(live.recommender.RecordExecution, message)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert msg.startswith(field + ":"), msg
+    assert counts(live) == (0, 0)
+
+
+def test_next_after_oom_errors(live: Live) -> None:
+    code, msg = code_of(live.recommender.NextAfterOom,
+                        pb.NextAfterOomRequest(recommendation_id="no-such-id"))
+    assert code == grpc.StatusCode.NOT_FOUND and msg.startswith("recommendation_id:")
+    code, msg = code_of(live.recommender.NextAfterOom, pb.NextAfterOomRequest())
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("recommendation_id:")
+    r = live.recommender.Recommend(request("a", declared=1000))
+    code, msg = code_of(live.recommender.NextAfterOom, pb.NextAfterOomRequest(
+        recommendation_id=r.recommendation_id, observed_peak_memory_mib=-3))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert msg.startswith("observed_peak_memory_mib:")
+    assert counts(live) == (1, 0)
+
+
+def test_health_and_reflection(live: Live) -> None:
+    health = health_pb2_grpc.HealthStub(live.channel)
+    for service in ("", "intelliscale.recommender.v1.Recommender"):
+        status = health.Check(health_pb2.HealthCheckRequest(service=service)).status
+        assert status == health_pb2.HealthCheckResponse.SERVING
+    refl = reflection_pb2_grpc.ServerReflectionStub(live.channel)
+    answer = next(iter(refl.ServerReflectionInfo(iter([
+        reflection_pb2.ServerReflectionRequest(list_services="")]))))
+    names = {s.name for s in answer.list_services_response.service}
+    assert {"intelliscale.recommender.v1.Recommender", "intelliscale.recommender.v1.Admin",
+            "grpc.health.v1.Health"} <= names
+
+
+def test_admin_lists_the_catalog(live: Live) -> None:
+    models = {m.id: m for m in live.admin.ListGpuModels(pb.ListGpuModelsRequest()).gpu_models}
+    a100 = models["A100-40GB"]
+    assert "NVIDIA A100-SXM4-40GB" in a100.aliases and a100.placements_known
+    p = {i.profile.name: i for i in a100.profiles}["3g.20gb"]
+    assert list(p.placement_starts) == [0, 4] and p.placement_size == 4
+    assert not models["RTX-PRO-5000-48GB"].placements_known

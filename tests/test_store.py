@@ -1,0 +1,153 @@
+"""Storage and Alembic migrations, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import inspect
+
+from recommender.catalog import Catalog
+from recommender.domain import Execution, Outcome, Request
+from recommender.engine import RecommenderEngine
+from recommender.store import SqlStore, StoreUnavailable, connect, migrate
+from recommender.store.database import current_revision, downgrade
+from recommender.store.repository import HistoryFilter, decode_cursor
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def test_migrations_upgrade_downgrade_upgrade(database_url: str) -> None:
+    engine = connect(database_url)
+    migrate(engine)
+    assert current_revision(engine) == "0001"
+    assert {"recommendations", "executions"} <= set(inspect(engine).get_table_names())
+    downgrade(engine, "base")
+    assert current_revision(engine) is None
+    assert not {"recommendations", "executions"} & set(inspect(engine).get_table_names())
+    migrate(engine)
+    migrate(engine)  # idempotent
+    assert current_revision(engine) == "0001"
+    engine.dispose()
+
+
+def test_models_match_the_migrations(migrated_engine: object) -> None:
+    """Autogenerate finds nothing to do: the tables are what the models say."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from recommender.store.models import Base
+
+    with migrated_engine.connect() as conn:  # type: ignore[attr-defined]
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def execution(eid: str, action: str = "act", peak: float = 3000.0,
+              outcome: Outcome = Outcome.SUCCEEDED, at: datetime = T0,
+              rec: str = "") -> Execution:
+    return Execution(eid, action, rec, "A100-40GB", "1g.10gb", 9856, 1, peak, 10.0, 60.0, 1.0,
+                     outcome, at, at - timedelta(minutes=1), {"batch": 8.0})
+
+
+def test_record_is_idempotent_and_round_trips(store: SqlStore) -> None:
+    assert store.record_execution(execution("e1"), T0)
+    assert not store.record_execution(execution("e1", peak=1), T0)
+    got = store.get_execution("e1")
+    assert got is not None and got.peak_memory_mib == 3000 and got.features == {"batch": 8.0}
+    assert got.ended_at == T0 and got.outcome is Outcome.SUCCEEDED
+
+
+def test_concurrent_duplicates_insert_once(store: SqlStore) -> None:
+    results: list[bool] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        ok = store.record_execution(execution("same"), T0)
+        with lock:
+            results.append(ok)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+
+
+def engine_at(store: SqlStore, when: datetime) -> RecommenderEngine:
+    return RecommenderEngine(store, clock=lambda: when)
+
+
+def req(catalog: Catalog, action: str = "act") -> Request:
+    from tests.test_policy import mk
+
+    return Request(action, "", (mk(catalog),), declared_memory_mib=7500)
+
+
+def test_samples_include_ooms_known_only_from_next_after_oom(store: SqlStore,
+                                                             catalog: Catalog) -> None:
+    eng = engine_at(store, T0)
+    first = eng.recommend(req(catalog)).recommendation
+    eng.next_after_oom(first.id, 9000)
+    samples = store.action_samples("act", 100)
+    assert [(s.outcome, s.slice_mib, s.peak_mib) for s in samples] == [
+        (Outcome.OOM, 9856, 9000)]
+    # Once the runner records that execution, the OOM is not counted twice.
+    store.record_execution(execution("x", peak=9800, outcome=Outcome.OOM, rec=first.id), T0)
+    assert len(store.action_samples("act", 100)) == 1
+
+
+def test_history_pages_are_stable_under_inserts(store: SqlStore, catalog: Catalog) -> None:
+    for i in range(7):
+        engine_at(store, T0 + timedelta(seconds=i)).recommend(req(catalog))
+    page1, token = store.list_history(HistoryFilter(), 3)
+    # New rows arrive between pages: they are newer, so they don't shift later pages.
+    for i in range(5):
+        engine_at(store, T0 + timedelta(hours=1, seconds=i)).recommend(req(catalog))
+    page2, token2 = store.list_history(HistoryFilter(), 3, token)
+    page3, token3 = store.list_history(HistoryFilter(), 3, token2)
+    seen = [e.recommendation.created_at for e in page1 + page2 + page3]
+    assert seen == [T0 + timedelta(seconds=s) for s in (6, 5, 4, 3, 2, 1, 0)]
+    assert token3 == ""
+
+
+def test_history_filters(store: SqlStore, catalog: Catalog) -> None:
+    eng = engine_at(store, T0)
+    a = eng.recommend(req(catalog, "a")).recommendation
+    b = eng.recommend(req(catalog, "b")).recommendation
+    eng.recommend(req(catalog, "c"))
+    store.record_execution(execution("ea", "a", rec=a.id), T0)
+    eng.next_after_oom(b.id, 0)
+    fitted, _ = store.list_history(HistoryFilter(outcome="fitted"), 10)
+    assert [e.recommendation.action_id for e in fitted] == ["a"]
+    assert fitted[0].outcome is Outcome.SUCCEEDED and fitted[0].peak_memory_mib == 3000
+    oom, _ = store.list_history(HistoryFilter(outcome="oom"), 10)
+    assert [e.recommendation.id for e in oom] == [b.id]
+    unknown, _ = store.list_history(HistoryFilter(outcome="unknown"), 10)
+    assert {e.recommendation.action_id for e in unknown} == {"b", "c"}  # b's rung, and c
+    only_c, _ = store.list_history(HistoryFilter(action_id="c"), 10)
+    assert len(only_c) == 1
+    ladder, _ = store.list_history(HistoryFilter(source="ladder"), 10)
+    assert [e.recommendation.parent_id for e in ladder] == [b.id]
+
+
+def test_bad_page_token() -> None:
+    with pytest.raises(ValueError, match="page_token"):
+        decode_cursor("not-a-token")
+
+
+def test_database_outage_degrades_recommend_and_refuses_record(catalog: Catalog) -> None:
+    """Nothing listens on port 1: every query fails fast, nothing hangs."""
+    down = SqlStore(connect("postgresql+psycopg://postgres@127.0.0.1:1/none"))
+    eng = RecommenderEngine(down)
+    answer = eng.recommend(req(catalog))
+    assert not answer.stored
+    d = answer.recommendation.decision
+    assert d.source == "fallback" and "database unavailable" in d.reason
+    assert d.rung.profile.name == "1g.10gb"  # the declared prior still applies
+    with pytest.raises(StoreUnavailable):
+        eng.record_execution(execution("e"))
+    with pytest.raises(StoreUnavailable):
+        eng.next_after_oom("whatever", 0)
