@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from recommender.catalog import GpuModel, MigProfile
 from recommender.placement import GpuState
@@ -128,3 +129,19 @@ class HistoryEntry:
     recommendation: StoredRecommendation
     outcome: Outcome | None
     peak_memory_mib: float | None
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """A learned model's version and what is known about it."""
+
+    version: str
+    created_at: datetime
+    kind: str
+    promoted: bool
+    serving: bool
+    metrics: dict[str, float]
+    reason: str
+    training_window_start: datetime | None
+    training_window_end: datetime | None
+    params: dict[str, Any] = field(default_factory=dict)

@@ -21,14 +21,16 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 def test_migrations_upgrade_downgrade_upgrade(database_url: str) -> None:
     engine = connect(database_url)
     migrate(engine)
-    assert current_revision(engine) == "0001"
-    assert {"recommendations", "executions"} <= set(inspect(engine).get_table_names())
+    assert current_revision(engine) == "0002"
+    tables = set(inspect(engine).get_table_names())
+    assert {"recommendations", "executions", "model_versions"} <= tables
     downgrade(engine, "base")
     assert current_revision(engine) is None
-    assert not {"recommendations", "executions"} & set(inspect(engine).get_table_names())
+    assert not {"recommendations", "executions", "model_versions"} & set(
+        inspect(engine).get_table_names())
     migrate(engine)
     migrate(engine)  # idempotent
-    assert current_revision(engine) == "0001"
+    assert current_revision(engine) == "0002"
     engine.dispose()
 
 

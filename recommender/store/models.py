@@ -76,3 +76,27 @@ class ExecutionRow(Base):
         Index("ix_executions_action_ended", "action_id", "ended_at"),
         Index("ix_executions_recommendation", "recommendation_id"),
     )
+
+
+class ModelVersionRow(Base):
+    """A learned model's version: plain fitted parameters (JSON, never pickle) and its record.
+
+    At most one row is serving at a time; the retraining job flips it in one transaction.
+    """
+
+    __tablename__ = "model_versions"
+
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    kind: Mapped[str] = mapped_column(String(32), default="memory")
+    promoted: Mapped[bool] = mapped_column(default=False)
+    serving: Mapped[bool] = mapped_column(default=False)
+    metrics: Mapped[dict[str, float]] = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    training_window_start: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True)
+    training_window_end: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_model_versions_kind_created", "kind", "created_at"),)

@@ -21,13 +21,14 @@ from recommender.domain import (
     Decision,
     Execution,
     HistoryEntry,
+    ModelVersion,
     Outcome,
     Rung,
     Sample,
     StoredRecommendation,
 )
 from recommender.store.database import StoreUnavailable
-from recommender.store.models import ExecutionRow, RecommendationRow
+from recommender.store.models import ExecutionRow, ModelVersionRow, RecommendationRow
 
 T = TypeVar("T")
 
@@ -254,6 +255,46 @@ class SqlStore:
 
         return self._run(q)
 
+    # --- model versions --------------------------------------------------------------
+
+    def list_model_versions(self, kind: str = "") -> list[ModelVersion]:
+        """Newest first, without their parameters (they can be large)."""
+
+        def q(s: Session) -> list[ModelVersion]:
+            stmt = select(ModelVersionRow).order_by(ModelVersionRow.created_at.desc())
+            if kind:
+                stmt = stmt.where(ModelVersionRow.kind == kind)
+            return [_to_version(r, with_params=False) for r in s.execute(stmt).scalars()]
+
+        return self._run(q)
+
+    def serving_model_version(self, kind: str) -> ModelVersion | None:
+        def q(s: Session) -> ModelVersion | None:
+            row = s.execute(
+                select(ModelVersionRow)
+                .where(ModelVersionRow.kind == kind, ModelVersionRow.serving.is_(True))
+                .limit(1)
+            ).scalar_one_or_none()
+            return _to_version(row, with_params=True) if row else None
+
+        return self._run(q)
+
+    def save_model_version(self, v: ModelVersion) -> None:
+        """Stores a version; when it is serving, the previous serving one stops, atomically."""
+        with self._session() as s:
+            if v.serving:
+                s.execute(
+                    update(ModelVersionRow)
+                    .where(ModelVersionRow.kind == v.kind, ModelVersionRow.serving.is_(True))
+                    .values(serving=False)
+                )
+            s.add(ModelVersionRow(
+                version=v.version, created_at=v.created_at, kind=v.kind, promoted=v.promoted,
+                serving=v.serving, metrics=dict(v.metrics), reason=v.reason,
+                training_window_start=v.training_window_start,
+                training_window_end=v.training_window_end, params=dict(v.params),
+            ))
+
     # --- history ---------------------------------------------------------------------
 
     def list_history(
@@ -311,6 +352,22 @@ class SqlStore:
             return entries, token
 
         return self._run(q)
+
+
+def _to_version(row: ModelVersionRow, *, with_params: bool) -> ModelVersion:
+    return ModelVersion(
+        version=row.version,
+        created_at=_utc(row.created_at),
+        kind=row.kind,
+        promoted=row.promoted,
+        serving=row.serving,
+        metrics={str(k): float(v) for k, v in row.metrics.items()},
+        reason=row.reason,
+        training_window_start=_utc(row.training_window_start)
+        if row.training_window_start else None,
+        training_window_end=_utc(row.training_window_end) if row.training_window_end else None,
+        params=dict(row.params) if with_params else {},
+    )
 
 
 def _to_row(rec: StoredRecommendation) -> RecommendationRow:
