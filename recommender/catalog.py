@@ -234,18 +234,37 @@ def _parse_model(raw: Any, where: str, *, overridden: bool = False) -> GpuModel:
 def _apply_override(models: dict[str, GpuModel], raw: Any, source: str) -> None:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("gpus"), list):
         raise CatalogError(f"{source}: must be an object with a list under 'gpus'")
-    probe = Catalog(dict(models))
     for i, entry in enumerate(raw["gpus"]):
         where = f"{source}: gpus[{i}]"
         if not isinstance(entry, Mapping):
             raise CatalogError(f"{where}: must be an object")
         model_id = _str(entry, "id", where)
-        existing = probe.resolve(model_id)
+        # Resolve against the catalog as patched so far: two entries for one model both apply.
+        existing = Catalog(models).resolve(model_id)
         if existing is None:
             model = _parse_model(entry, where, overridden=True)
             models[model.id] = model
-            continue
-        models[existing.id] = _patch_model(existing, entry, where)
+        else:
+            unknown = set(entry) - MODEL_PATCH_KEYS
+            if unknown:
+                raise CatalogError(f"{where}: unknown keys {sorted(unknown)} for a model "
+                                   f"already in the catalog (allowed: {sorted(MODEL_PATCH_KEYS)})")
+            models[existing.id] = _patch_model(existing, entry, where)
+        _check_aliases(models, where)
+
+
+MODEL_PATCH_KEYS = frozenset({"id", "aliases", "memory_mib", "profiles", "description"})
+
+
+def _check_aliases(models: Mapping[str, GpuModel], where: str) -> None:
+    """A name must lead to one model: an alias that another model claims is refused."""
+    owner: dict[str, str] = {}
+    for model in models.values():
+        for name in (model.id, *model.aliases):
+            key = _normalise(name)
+            if owner.setdefault(key, model.id) != model.id:
+                raise CatalogError(
+                    f"{where}.aliases: {name!r} would name both {owner[key]} and {model.id}")
 
 
 def _patch_model(model: GpuModel, entry: Mapping[str, Any], where: str) -> GpuModel:

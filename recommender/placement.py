@@ -159,19 +159,56 @@ def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuSta
             per_gpu[key] = fits(g, vector)
         return per_gpu[key]
 
+    units_of = [k.placement.size if k.placement else 0 for k in kinds]
+    pinned_units = [sum(p.placement.size if p.placement else 0 for p in pinned[g])
+                    for g in range(len(gpus))]
+    free_after = [0] * (len(order) + 1)
+    for pos in range(len(order) - 1, -1, -1):
+        g = order[pos]
+        free_after[pos] = free_after[pos + 1] + max(
+            0, units - masks[g].bit_count() - pinned_units[g])
+    feasible: dict[tuple[object, ...], list[tuple[int, ...]]] = {}
+
+    def vectors_for(g: int) -> list[tuple[int, ...]]:
+        """Count vectors (up to the demand) that fit on GPU g, most instances first.
+
+        Fitting is monotone (fewer instances of a fitting vector fit too), so an
+        infeasible vector is never extended.
+        """
+        sig = signature(g)
+        if sig not in feasible:
+            found: list[tuple[int, ...]] = []
+
+            def grow(prefix: tuple[int, ...]) -> None:
+                k = len(prefix)
+                if k == len(kinds):
+                    found.append(prefix)
+                    return
+                for n in range(demand[k] + 1):
+                    vector = (*prefix, n) + (0,) * (len(kinds) - k - 1)
+                    if n and layout(g, vector) is None:
+                        break
+                    grow((*prefix, n))
+
+            grow(())
+            found.sort(key=lambda v: -sum(v))
+            feasible[sig] = found
+        return feasible[sig]
+
     def split(pos: int, remaining: tuple[int, ...]) -> bool:
         if not any(remaining):
             return True
         if pos == len(order):
             return False
+        # Not enough free units left on the remaining GPUs: no need to search.
+        if sum(r * u for r, u in zip(remaining, units_of, strict=True)) > free_after[pos]:
+            return False
         g = order[pos]
         key = (pos, remaining)
         if key in failed:
             return False
-        vectors = _vectors(remaining)
-        vectors.sort(key=lambda v: -sum(v))
-        for vector in vectors:
-            if any(vector) and layout(g, vector) is None:
+        for vector in vectors_for(g):
+            if any(v > r for v, r in zip(vector, remaining, strict=True)):
                 continue
             chosen[g] = vector
             if split(pos + 1, tuple(r - v for r, v in zip(remaining, vector, strict=True))):
@@ -197,13 +234,6 @@ def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuSta
                                   else 0))
     used = tuple(sorted({a.gpu_index for a in out}))
     return NodePlacement(assignments=tuple(out), gpus_used=used)
-
-
-def _vectors(bound: tuple[int, ...]) -> list[tuple[int, ...]]:
-    out: list[tuple[int, ...]] = [()]
-    for b in bound:
-        out = [(*v, n) for v in out for n in range(b + 1)]
-    return out
 
 
 def _larger(model: GpuModel) -> dict[str, list[int]]:
