@@ -73,3 +73,19 @@ MAX_WORKERS = 1024
 MAX_FEATURES = 64
 MAX_STRING = 256
 """Input limits: beyond these a request is a bug or an attack, not a workload."""
+
+# --- throughput -------------------------------------------------------------------------
+
+THROUGHPUT_DEFAULT_EXPONENT = 0.7
+"""Scaling exponent of per-worker throughput with compute slices (t ~ c^b) when an action has
+been measured at one size only: the median fitted over ParvaGPU's A100 table (89 model x batch
+pairs: p25 0.17, median 0.72, p75 0.86)."""
+
+THROUGHPUT_MAX_EXPONENT = 1.1
+"""More compute slices never speed a worker up much beyond linearly; a steeper fit is noise."""
+
+THROUGHPUT_HISTORY = 200
+"""Most recent successful executions with a throughput used to fit an action's curve."""
+
+MAX_NODES_SCORED = 64
+"""Nodes whose placements are compared for fragmentation; beyond that the first fit is taken."""

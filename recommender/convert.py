@@ -242,7 +242,8 @@ def profile_to_pb(p: MigProfile) -> pb.Profile:
 
 def rung_to_pb(r: Rung) -> pb.Rung:
     return pb.Rung(pool_id=r.pool_id, gpu_model=r.gpu_model, profile=profile_to_pb(r.profile),
-                   count=r.count, resources=r.resources)
+                   count=r.count, resources=r.resources, node_id=r.node_id,
+                   gpu_equivalents=r.gpu_equivalents)
 
 
 def recommendation_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> pb.Recommendation:
@@ -263,6 +264,9 @@ def recommendation_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> p
         attempt=d.attempt,
         node_id=d.rung.node_id,
         stored=stored,
+        gpu_equivalents=d.rung.gpu_equivalents,
+        node_share=d.rung.node_share,
+        predicted_throughput=d.predicted_throughput,
     )
 
 

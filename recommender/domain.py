@@ -63,6 +63,10 @@ class Sample:
     slice_mib: float
     outcome: Outcome
     sm_utilization: float = 0.0
+    gpu_model: str = ""
+    profile: str = ""
+    throughput: float = 0.0
+    """Items/s per worker, 0 when not measured."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,20 @@ class Rung:
     count: int
     resources: dict[str, str]
     node_id: str = ""
+    card_compute_slices: int = 0
+    """Compute slices of a whole card of this GPU model (7 on A100, 4 on A30)."""
+    node_gpus: int = 0
+    """GPUs on the chosen node (0 when the pool listed no nodes)."""
+
+    @property
+    def gpu_equivalents(self) -> float:
+        """Cards' worth of compute: compute slices x count / compute slices per card."""
+        return self.profile.compute_slices * self.count / max(self.card_compute_slices, 1)
+
+    @property
+    def node_share(self) -> float:
+        """Share of the chosen node's GPU compute; 0 when the node is not known."""
+        return self.gpu_equivalents / self.node_gpus if self.node_gpus else 0.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +105,8 @@ class Decision:
     ladder: tuple[Rung, ...]
     model_version: str = ""
     attempt: int = 1
+    predicted_throughput: float = 0.0
+    """Items/s for the whole execution, when a throughput curve is known."""
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,12 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from recommender import config
+from recommender.catalog import Catalog, load_catalog
 from recommender.domain import (
     Decision,
     Execution,
     HistoryEntry,
+    Outcome,
     Request,
     Sample,
     StoredRecommendation,
@@ -33,6 +35,7 @@ from recommender.estimation import (
 from recommender.policy import LADDER, LadderExhausted, next_rung, recommend
 from recommender.store.database import StoreUnavailable
 from recommender.store.repository import HistoryFilter
+from recommender.throughput import ThroughputCurve, ThroughputSample, fit_curve
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +73,25 @@ class RecommenderEngine:
         store: Store,
         estimator: Estimator | None = None,
         clock: Callable[[], datetime] = _now,
+        catalog: Catalog | None = None,
     ) -> None:
         self.store = store
         self.estimator = estimator or default_estimator()
         self.clock = clock
+        self.catalog = catalog or load_catalog()
+
+    def throughput_curve(self, samples: list[Sample]) -> ThroughputCurve | None:
+        """The action's throughput-by-profile curve from its successful executions."""
+        points = []
+        for s in samples:
+            if s.outcome is not Outcome.SUCCEEDED or s.throughput <= 0:
+                continue
+            model = self.catalog.resolve(s.gpu_model)
+            profile = model.profile(s.profile) if model else None
+            if model is None or profile is None:
+                continue
+            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput))
+        return fit_curve(points[: config.THROUGHPUT_HISTORY])
 
     def recommend(self, request: Request) -> Answer:
         now = self.clock()
@@ -87,8 +105,10 @@ class RecommenderEngine:
         evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib)
         estimate = self.estimator.estimate(evidence)
         sm = mean_sm_utilisation(samples, now)
+        curve = self.throughput_curve(samples) if request.target_throughput > 0 else None
         decision = recommend(
-            request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION
+            request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
+            curve=curve,
         )
         if degraded:
             decision = replace(decision, source=FALLBACK,

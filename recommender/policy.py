@@ -7,13 +7,16 @@ pod on one node), and priced by the memory it would waste.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from recommender import config
 from recommender.catalog import MigProfile
-from recommender.domain import Decision, Pool, Request, Rung, Strategy
+from recommender.domain import Decision, Node, Pool, Request, Rung, Strategy
 from recommender.estimation import FALLBACK, Estimate
 from recommender.placement import PlacementError, place, place_whole_gpus
+from recommender.throughput import ThroughputCurve
 
 LADDER = "ladder"
 """Source of a recommendation that is a rung taken after an OOM."""
@@ -37,6 +40,7 @@ class Option:
     pool: Pool
     profile: MigProfile
     node_id: str
+    node_gpus: int = 0
 
 
 def candidate_profiles(pool: Pool, *, more_compute_first: bool = False) -> list[MigProfile]:
@@ -67,17 +71,22 @@ def pod_resources(pool: Pool, profile: MigProfile, count: int) -> dict[str, str]
             return {"nvidia.com/gpu": n}
 
 
-def find_node(pool: Pool, profile: MigProfile, count: int) -> tuple[str | None, str]:
-    """A node that can hold all `count` instances, as (node_id, ""), or (None, why not).
+def find_node(pool: Pool, profile: MigProfile, count: int
+              ) -> tuple[str | None, int, str]:
+    """The node to hold all `count` instances, as (node_id, its GPU count, ""), or
+    (None, 0, why not). Without nodes the capacity is unknown and assumed to fit: node_id "".
 
-    Without nodes the capacity is unknown and assumed to fit: node_id is "".
+    Among nodes that fit, the one that breaks into fewest idle GPUs and leaves the fewest free
+    units on the GPUs it uses: fragments get filled and whole cards stay whole for big requests.
     """
     if not pool.nodes:
-        return "", ""
+        return "", 0, ""
     if not profile.whole_gpu and not pool.model.placements_known:
-        return None, f"{pool.model.id} has no known placement table: cannot place MIG slices"
-    # Fuller nodes first: pack, and leave empty nodes whole for the big requests.
+        return None, 0, f"{pool.model.id} has no known placement table: cannot place MIG slices"
+    units = pool.model.placement_units or 0
     nodes = sorted(pool.nodes, key=lambda n: -sum(not g.idle for g in n.gpus))
+    best: tuple[tuple[int, int], Node] | None = None
+    scored = 0
     for node in nodes:
         try:
             if profile.whole_gpu:
@@ -85,10 +94,27 @@ def find_node(pool: Pool, profile: MigProfile, count: int) -> tuple[str | None, 
             else:
                 found = place(pool.model, [profile] * count, node.gpus)
         except PlacementError as e:
-            return None, str(e)
-        if found is not None:
-            return node.node_id, ""
-    return None, f"no node has room for {count} x {profile.name}"
+            return None, 0, str(e)
+        if found is None:
+            continue
+        broken = sum(1 for g in found.gpus_used if node.gpus[g].idle)
+        left = 0
+        if not profile.whole_gpu:
+            used_units = {g: sum(a.size for a in found.assignments if a.gpu_index == g)
+                          for g in found.gpus_used}
+            left = sum(
+                units - sum(sz for _, sz in node.gpus[g].occupied) - used_units[g]
+                for g in found.gpus_used
+            )
+        score = (broken, left)
+        if best is None or score < best[0]:
+            best = (score, node)
+        scored += 1
+        if scored >= config.MAX_NODES_SCORED or score == (0, 0):
+            break
+    if best is None:
+        return None, 0, f"no node has room for {count} x {profile.name}"
+    return best[1].node_id, len(best[1].gpus), ""
 
 
 def eligible_pools(request: Request) -> list[tuple[int, Pool]]:
@@ -111,12 +137,75 @@ def _rung(option: Option, count: int) -> Rung:
         count=count,
         resources=pod_resources(option.pool, option.profile, count),
         node_id=option.node_id,
+        card_compute_slices=option.pool.model.compute_slices,
+        node_gpus=option.node_gpus,
     )
 
 
-def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = False
-              ) -> Decision:
-    """The option that fits the estimate and wastes least memory; the ladder above it."""
+def _option(index: int, pool: Pool, profile: MigProfile, count: int
+            ) -> tuple[Option | None, str]:
+    node_id, gpus, why = find_node(pool, profile, count)
+    if node_id is None:
+        return None, why
+    return Option(index, pool, profile, node_id, gpus), ""
+
+
+@dataclass(frozen=True)
+class _Choice:
+    option: Option
+    count: int
+    throughput: float = 0.0
+
+
+def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | None,
+                curve: ThroughputCurve, sm_hungry: bool) -> tuple[_Choice | None, str]:
+    """The fitting (pool, profile, count) with fewest GPU slices that meets the target.
+
+    Cost is compute slices x count, then memory x count. When no option meets the target
+    within max_workers, the one with the most throughput (then fewest slices).
+    """
+    low = max(request.workers, 1)
+    high = max(request.max_workers, low)
+    target = request.target_throughput
+    meeting: list[tuple[tuple[int, int, int], _Choice]] = []
+    reachable: list[tuple[tuple[float, int, int], _Choice]] = []
+    for index, pool in pools:
+        for profile in candidate_profiles(pool, more_compute_first=sm_hungry):
+            if need is not None and profile.memory_mib < need:
+                continue
+            per_worker = curve.predict(pool.model.id, profile.compute_slices)
+            if per_worker is None or per_worker <= 0:
+                continue
+            count = max(low, math.ceil(target / per_worker - 1e-9))
+            if count <= high:
+                option, _ = _option(index, pool, profile, count)
+                if option is not None:
+                    cost = (profile.compute_slices * count, profile.memory_mib * count, index)
+                    meeting.append((cost, _Choice(option, count, per_worker * count)))
+                    continue
+            # Best reachable: the most workers that can be placed, up to max_workers.
+            for n in range(min(count, high), low - 1, -1):
+                option, _ = _option(index, pool, profile, n)
+                if option is not None:
+                    key = (-per_worker * n, profile.compute_slices * n, index)
+                    reachable.append((key, _Choice(option, n, per_worker * n)))
+                    break
+    if meeting:
+        return min(meeting, key=lambda t: t[0])[1], ""
+    if reachable:
+        best = min(reachable, key=lambda t: t[0])[1]
+        return best, (f"target {target:,.1f} items/s cannot be met within max_workers={high}: "
+                      f"best reachable {best.throughput:,.1f} items/s")
+    return None, ""
+
+
+def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = False,
+              curve: ThroughputCurve | None = None) -> Decision:
+    """The option that fits the estimate and wastes least memory; the ladder above it.
+
+    With a throughput target and a learned curve, the count comes from the target: the
+    fitting option with the fewest GPU slices whose predicted throughput meets it.
+    """
     count = max(request.workers, 1)
     pools = eligible_pools(request)
     fitting: list[tuple[float, int, int, Option]] = []
@@ -130,23 +219,22 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             assert need is not None
             if profile.memory_mib < need:
                 continue
-            node_id, why = find_node(pool, profile, count)
-            if node_id is not None:
-                option = Option(index, pool, profile, node_id)
+            option, why = _option(index, pool, profile, count)
+            if option is not None:
                 waste = (profile.memory_mib - need) * count
                 fitting.append((waste, profile.compute_slices * count, index, option))
                 break
         for profile in reversed(profiles):
-            node_id, why = find_node(pool, profile, count)
-            if node_id is not None:
-                largest.append((profile.memory_mib, -index, Option(index, pool, profile,
-                                                                      node_id)))
+            option, why = _option(index, pool, profile, count)
+            if option is not None:
+                largest.append((profile.memory_mib, -index, option))
                 break
         else:
             reasons[pool.pool_id] = why
     if not largest:
         raise NoFit(reasons)
     notes: list[str] = []
+    throughput = 0.0
     if fitting:
         chosen = min(fitting, key=lambda t: t[:3])[3]
         notes.append("the smallest slice that fits" if len(pools) == 1 else
@@ -164,6 +252,22 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             })
         notes.append("no information: the largest slice, to be safe" if estimate is None else
                      "the estimate exceeds every offered slice: the largest one")
+    if request.target_throughput > 0:
+        if curve is None:
+            notes.append("no throughput measured for this action yet: count = workers")
+        else:
+            # Slices must still hold the memory: the target search starts from the same need.
+            target_need = need if fitting else None
+            choice, shortfall = _for_target(request, pools, target_need, curve, sm_hungry)
+            if choice is not None:
+                chosen, count, throughput = choice.option, choice.count, choice.throughput
+                notes = [
+                    f"fewest GPU slices for {request.target_throughput:,.1f} items/s: "
+                    f"{count} x {throughput / count:,.1f} items/s predicted "
+                    f"({curve.describe()})"
+                ]
+                if shortfall:
+                    notes.append(shortfall)
     rung = _rung(chosen, count)
     if sm_hungry and not chosen.profile.whole_gpu:
         notes.append("more compute at equal memory (high SM use)")
@@ -180,6 +284,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         source=estimate.source if estimate else FALLBACK,
         reason=reason,
         ladder=build_ladder([p for _, p in pools], rung),
+        predicted_throughput=throughput,
     )
 
 
@@ -197,8 +302,7 @@ def build_ladder(pools: Sequence[Pool], start: Rung) -> tuple[Rung, ...]:
     start_index, start_pool = by_id[start.pool_id]
 
     def placeable(index: int, pool: Pool, profile: MigProfile) -> Option | None:
-        node_id, _ = find_node(pool, profile, count)
-        return None if node_id is None else Option(index, pool, profile, node_id)
+        return _option(index, pool, profile, count)[0]
 
     for profile in candidate_profiles(start_pool):
         if profile.memory_mib > last and (opt := placeable(start_index, start_pool, profile)):

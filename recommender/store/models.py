@@ -42,6 +42,9 @@ class RecommendationRow(Base):
     ladder: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     oom_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     oom_observed_peak_mib: Mapped[float | None] = mapped_column(Float, nullable=True)
+    card_compute_slices: Mapped[int] = mapped_column(Integer, default=0)
+    node_gpus: Mapped[int] = mapped_column(Integer, default=0)
+    predicted_throughput: Mapped[float] = mapped_column(Float, default=0.0)
 
     __table_args__ = (
         Index("ix_recommendations_action_created", "action_id", "created_at"),

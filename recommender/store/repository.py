@@ -68,6 +68,8 @@ def rung_to_json(r: Rung) -> dict[str, Any]:
         "count": r.count,
         "resources": dict(r.resources),
         "node_id": r.node_id,
+        "card_compute_slices": r.card_compute_slices,
+        "node_gpus": r.node_gpus,
     }
 
 
@@ -79,6 +81,8 @@ def rung_from_json(d: dict[str, Any]) -> Rung:
         count=int(d["count"]),
         resources={str(k): str(v) for k, v in d["resources"].items()},
         node_id=d.get("node_id", ""),
+        card_compute_slices=int(d.get("card_compute_slices", 0)),
+        node_gpus=int(d.get("node_gpus", 0)),
     )
 
 
@@ -222,14 +226,15 @@ class SqlStore:
             rows = s.execute(
                 select(ExecutionRow.ended_at, ExecutionRow.peak_memory_mib,
                        ExecutionRow.slice_memory_mib, ExecutionRow.outcome,
-                       ExecutionRow.sm_utilization)
+                       ExecutionRow.sm_utilization, ExecutionRow.gpu_model,
+                       ExecutionRow.profile, ExecutionRow.throughput)
                 .where(ExecutionRow.action_id == action_id)
                 .order_by(ExecutionRow.ended_at.desc())
                 .limit(limit)
             ).all()
             samples = [
                 Sample(at=_utc(r[0]), peak_mib=r[1], slice_mib=r[2], outcome=Outcome(r[3]),
-                       sm_utilization=r[4])
+                       sm_utilization=r[4], gpu_model=r[5], profile=r[6], throughput=r[7])
                 for r in rows
             ]
             recorded = select(ExecutionRow.recommendation_id).where(
@@ -395,6 +400,9 @@ def _to_row(rec: StoredRecommendation) -> RecommendationRow:
         model_version=d.model_version,
         reason=d.reason,
         ladder=[rung_to_json(r) for r in d.ladder],
+        card_compute_slices=d.rung.card_compute_slices,
+        node_gpus=d.rung.node_gpus,
+        predicted_throughput=d.predicted_throughput,
     )
 
 
@@ -414,6 +422,8 @@ def _to_stored(row: RecommendationRow) -> StoredRecommendation:
         count=row.count,
         resources={str(k): str(v) for k, v in row.resources.items()},
         node_id=row.node_id,
+        card_compute_slices=row.card_compute_slices,
+        node_gpus=row.node_gpus,
     )
     decision = Decision(
         rung=rung,
@@ -424,6 +434,7 @@ def _to_stored(row: RecommendationRow) -> StoredRecommendation:
         ladder=tuple(rung_from_json(d) for d in row.ladder),
         model_version=row.model_version,
         attempt=row.attempt,
+        predicted_throughput=row.predicted_throughput,
     )
     return StoredRecommendation(
         id=row.id,
