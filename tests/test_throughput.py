@@ -47,7 +47,7 @@ def test_no_measurements_no_curve_and_other_models_are_cautious() -> None:
 
 
 def test_one_slow_run_does_not_move_the_curve() -> None:
-    samples = power(100, 0.5, (1, 1, 1, 4, 4, 4)) + [ThroughputSample("A100-80GB", 1, 5.0)]
+    samples = [*power(100, 0.5, (1, 1, 1, 4, 4, 4)), ThroughputSample("A100-80GB", 1, 5.0)]
     curve = fit_curve(samples)
     assert curve is not None and curve.predict("A100-80GB", 1) == pytest.approx(100, rel=0.05)
 
