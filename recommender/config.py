@@ -76,10 +76,13 @@ MAX_STRING = 256
 
 # --- throughput -------------------------------------------------------------------------
 
-THROUGHPUT_DEFAULT_EXPONENT = 0.7
-"""Scaling exponent of per-worker throughput with compute slices (t ~ c^b) when an action has
-been measured at one size only: the median fitted over ParvaGPU's A100 table (89 model x batch
-pairs: p25 0.17, median 0.72, p75 0.86)."""
+THROUGHPUT_EXPONENT_DOWN = 0.9
+THROUGHPUT_EXPONENT_UP = 0.5
+"""Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when an action has
+been measured at one size only. Fitted over ParvaGPU's A100 table (89 model x batch pairs) the
+exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should cost slices, not
+the target: towards smaller slices assume near-linear loss (0.9), towards larger ones a modest
+gain (0.5), so an untried size is never predicted much faster than it is likely to be."""
 
 THROUGHPUT_MAX_EXPONENT = 1.1
 """More compute slices never speed a worker up much beyond linearly; a steeper fit is noise."""

@@ -31,12 +31,17 @@ class ThroughputSample:
 
 @dataclass(frozen=True)
 class ThroughputCurve:
-    """t(model, c) = exp(intercept[model]) * c ** exponent, fitted in log space."""
+    """t(model, c) = exp(intercept[model]) * c ** exponent, fitted in log space.
+
+    Without a fitted exponent (one size measured), the curve is anchored at the measured size
+    `anchor` and extrapolates with a cautious exponent in each direction.
+    """
 
     intercepts: dict[str, float]
     exponent: float
     samples: int
     fitted_exponent: bool
+    anchor: float = 0.0
 
     def predict(self, gpu_model: str, compute_slices: int) -> float | None:
         """Items/s per worker, or None when nothing is known about this GPU model."""
@@ -47,11 +52,19 @@ class ThroughputCurve:
             base = min(self.intercepts.values())
         else:
             return None
-        return float(math.exp(base + self.exponent * math.log(compute_slices)))
+        at_anchor = base + self.exponent * math.log(self.anchor or compute_slices)
+        if self.fitted_exponent or not self.anchor:
+            return float(math.exp(base + self.exponent * math.log(compute_slices)))
+        b = (config.THROUGHPUT_EXPONENT_DOWN if compute_slices < self.anchor
+             else config.THROUGHPUT_EXPONENT_UP)
+        return float(math.exp(at_anchor + b * math.log(compute_slices / self.anchor)))
 
     def describe(self) -> str:
-        how = "fitted" if self.fitted_exponent else "pooled/default"
-        return f"throughput ~ slices^{self.exponent:.2f} ({how}, {self.samples} executions)"
+        if self.fitted_exponent:
+            return f"throughput ~ slices^{self.exponent:.2f} ({self.samples} executions)"
+        return (f"throughput measured at {self.anchor:g} slices only, extrapolated with "
+                f"exponents {config.THROUGHPUT_EXPONENT_DOWN:g} down and "
+                f"{config.THROUGHPUT_EXPONENT_UP:g} up ({self.samples} executions)")
 
 
 def _fit_exponent(samples: Sequence[ThroughputSample]) -> float | None:
@@ -77,9 +90,13 @@ def fit_curve(samples: Sequence[ThroughputSample], pooled_exponent: float | None
         return None
     exponent = _fit_exponent(good)
     fitted = exponent is not None
+    anchor = 0.0
     if exponent is None:
-        exponent = pooled_exponent if pooled_exponent is not None else (
-            config.THROUGHPUT_DEFAULT_EXPONENT)
+        # One size measured: anchor there; a pooled exponent (fitted over other actions by
+        # the retraining job) replaces the cautious pair when given.
+        anchor = float(good[0].compute_slices)
+        exponent = pooled_exponent if pooled_exponent is not None else 0.0
+        fitted = pooled_exponent is not None
     intercepts: dict[str, list[float]] = {}
     for s in good:
         intercepts.setdefault(s.gpu_model, []).append(
@@ -90,6 +107,7 @@ def fit_curve(samples: Sequence[ThroughputSample], pooled_exponent: float | None
         exponent=exponent,
         samples=len(good),
         fitted_exponent=fitted,
+        anchor=anchor,
     )
 
 

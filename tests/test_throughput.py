@@ -27,14 +27,20 @@ def test_fit_recovers_a_power_law() -> None:
     assert curve.predict("A100-80GB", 3) == pytest.approx(100 * 3 ** 0.6, rel=0.02)
 
 
-def test_one_size_uses_the_pooled_or_default_exponent() -> None:
+def test_one_size_extrapolates_cautiously_or_uses_the_pooled_exponent() -> None:
     curve = fit_curve(power(100, 0.6, (2,)))
     assert curve is not None and not curve.fitted_exponent
-    assert curve.exponent == config.THROUGHPUT_DEFAULT_EXPONENT
-    assert curve.predict("A100-80GB", 2) == pytest.approx(100 * 2 ** 0.6)
+    t2 = 100 * 2 ** 0.6
+    assert curve.predict("A100-80GB", 2) == pytest.approx(t2)
+    down, up = config.THROUGHPUT_EXPONENT_DOWN, config.THROUGHPUT_EXPONENT_UP
+    assert curve.predict("A100-80GB", 1) == pytest.approx(t2 * 0.5**down)
+    assert curve.predict("A100-80GB", 4) == pytest.approx(t2 * 2**up)
+    assert "measured at 2 slices only" in curve.describe()
     pooled = pooled_exponent([power(10, 0.3, (1, 7)), power(10, 0.5, (1, 3)), power(5, 1, (2,))])
     assert pooled == pytest.approx(0.4, abs=0.01)
-    assert fit_curve(power(100, 0.6, (2,)), pooled).exponent == pooled  # type: ignore[union-attr]
+    with_pooled = fit_curve(power(100, 0.6, (2,)), pooled)
+    assert with_pooled is not None and with_pooled.exponent == pooled
+    assert with_pooled.predict("A100-80GB", 4) == pytest.approx(t2 * 2 ** pooled)
 
 
 def test_no_measurements_no_curve_and_other_models_are_cautious() -> None:

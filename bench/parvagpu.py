@@ -1,0 +1,221 @@
+"""(profile, count) for throughput targets, scored against ParvaGPU's measured A100-80GB table.
+
+Each (DNN, batch size) of `../shared/traces/parvagpu-a100-80gb-mig-profiles` is an action. Its
+row per MIG size (one process per instance) gives the measured throughput, or 0 when the
+configuration did not run (out of memory). The replay, through the service's own engine and a
+real SQLite store:
+
+1. records a few executions of every action on 1g.10gb and 7g.80gb (an OOM where the table
+   says the batch does not fit), as a runner would after a first week;
+2. asks for throughput targets of 0.5x, 1x, 2x and 4x the 7g throughput, with max_workers 8,
+   then records the chosen configurations as executed and asks again (round 2);
+3. scores the chosen (profile, count) against the cheapest feasible choice in the full table
+   (fewest compute slices x count whose measured throughput meets the target), and against a
+   baseline that scales out whole 7g.80gb slices.
+
+ParvaGPU measured feasibility, not memory, so each action's per-worker peak is set to the
+midpoint between the largest slice it does not fit in and the smallest it fits in (half the
+1g.10gb slice when 1g fits): an assumption that only decides which slices the recommender
+learns to avoid; the scoring uses the measured table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from recommender.catalog import load_catalog
+from recommender.convert import execution_from_pb, request_from_pb
+from recommender.engine import RecommenderEngine
+from recommender.store import SqlStore, connect, migrate
+
+TRACE = Path(__file__).resolve().parents[2] / "shared/traces/parvagpu-a100-80gb-mig-profiles"
+PROFILES = {1: "1g.10gb", 2: "2g.20gb", 3: "3g.40gb", 4: "4g.40gb", 7: "7g.80gb"}
+RECORDED = (1, 7)
+TARGETS = (0.5, 1.0, 2.0, 4.0)
+MAX_WORKERS = 8
+ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    throughput: dict[int, float]
+    """Measured items/s per instance by compute slices; 0 = did not fit."""
+
+
+def load(trace: Path = TRACE) -> list[Action]:
+    actions = []
+    for path in sorted(trace.glob("*.csv")):
+        table: dict[int, dict[int, float]] = {}
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                if row["Workload Number"] != "1":
+                    continue
+                batch = int(row["Batch size"])
+                table.setdefault(batch, {})[int(row["Mig instance"])] = float(row["Throughput"])
+        for batch, tput in sorted(table.items()):
+            if tput.get(7, 0) > 0 and set(tput) >= set(PROFILES):
+                actions.append(Action(f"{path.stem}-b{batch}", tput))
+    return actions
+
+
+def peak_mib(action: Action, memory: dict[int, int]) -> float:
+    fits = [memory[c] for c, t in action.throughput.items() if t > 0]
+    too_small = [memory[c] for c, t in action.throughput.items() if t <= 0]
+    low = max(too_small, default=0)
+    return (low + min(fits)) / 2
+
+
+def cheapest(action: Action, target: float) -> tuple[int, int] | None:
+    """(compute slices, count) with the fewest slices x count that meets the target."""
+    best: tuple[int, int, int] | None = None
+    for c, t in action.throughput.items():
+        if t <= 0:
+            continue
+        n = max(1, math.ceil(target / t - 1e-9))
+        if n > MAX_WORKERS:
+            continue
+        key = (c * n, c, n)
+        best = key if best is None or key < best else best
+    return None if best is None else (best[1], best[2])
+
+
+@dataclass
+class Score:
+    cases: int = 0
+    cheapest: int = 0
+    extra_slices: float = 0.0
+    compared: int = 0
+    ooms: int = 0
+    missed: int = 0
+    slices: int = 0
+
+    def add(self, action: Action, target: float, c: int, n: int) -> None:
+        self.cases += 1
+        self.slices += c * n
+        measured = action.throughput.get(c, 0.0)
+        if measured <= 0:
+            self.ooms += 1
+        elif measured * n < target * (1 - 1e-9):
+            self.missed += 1
+        best = cheapest(action, target)
+        if best is not None and measured > 0:
+            self.compared += 1
+            extra = c * n - best[0] * best[1]
+            self.extra_slices += extra
+            self.cheapest += extra <= 0
+
+
+def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Score]:
+    import grpc  # noqa: F401  (the protobuf modules need the runtime loaded)
+
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+
+    catalog = load_catalog()
+    engine_db = connect(db_url)
+    migrate(engine_db)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    clock = [start]
+    engine = RecommenderEngine(SqlStore(engine_db), clock=lambda: clock[0], catalog=catalog)
+    model = catalog.resolve("A100-80GB")
+    assert model is not None
+    memory = {c: p.memory_mib for c, name in PROFILES.items()
+              if (p := model.profile(name)) is not None}
+    pool = pb.Pool(pool_id="a100-80", gpu_model="A100-80GB", strategy=pb.MIG_STRATEGY_MIXED,
+                   profiles=list(PROFILES.values()))
+    serial = 0
+    for action in actions:
+        peak = peak_mib(action, memory)
+        for c in RECORDED:
+            for _ in range(3):
+                serial += 1
+                clock[0] += timedelta(minutes=1)
+                fits = action.throughput[c] > 0
+                m = pb.ExecutionRecord(
+                    execution_id=f"x{serial}", action_id=action.name, gpu_model="A100-80GB",
+                    profile=PROFILES[c], count=1,
+                    peak_memory_mib=peak if fits else memory[c],
+                    sm_utilization=50.0, duration_s=600.0,
+                    throughput=action.throughput[c] if fits else 0.0,
+                    outcome=pb.OUTCOME_SUCCEEDED if fits else pb.OUTCOME_OOM,
+                )
+                engine.record_execution(execution_from_pb(catalog, m, clock[0]))
+    rounds: list[Score] = []
+    whole, oracle = Score(), Score()
+    for round_no in range(ROUNDS):
+        ours = Score()
+        ran: list[tuple[Action, int, int]] = []
+        for action in actions:
+            for factor in TARGETS:
+                goal = factor * action.throughput[7]
+                clock[0] += timedelta(seconds=1)
+                req = pb.RecommendRequest(action_id=action.name, pools=[pool], workers=1,
+                                          max_workers=MAX_WORKERS, target_throughput=goal)
+                rec = engine.recommend(request_from_pb(catalog, req)).recommendation.decision
+                c, n = rec.rung.profile.compute_slices, rec.rung.count
+                ours.add(action, goal, c, n)
+                ran.append((action, c, n))
+                if round_no == 0 and (best := cheapest(action, goal)) is not None:
+                    oracle.add(action, goal, *best)
+                if round_no == 0:
+                    whole.add(action, goal, 7,
+                              min(MAX_WORKERS, math.ceil(goal / action.throughput[7])))
+        rounds.append(ours)
+        # The chosen configurations run and are recorded: the next round learns from them.
+        for action, c, n in ran:
+            serial += 1
+            clock[0] += timedelta(seconds=1)
+            fits = action.throughput[c] > 0
+            m = pb.ExecutionRecord(
+                execution_id=f"x{serial}", action_id=action.name, gpu_model="A100-80GB",
+                profile=PROFILES[c], count=n,
+                peak_memory_mib=peak_mib(action, memory) if fits else memory[c],
+                sm_utilization=50.0, duration_s=600.0,
+                throughput=action.throughput[c] if fits else 0.0,
+                outcome=pb.OUTCOME_SUCCEEDED if fits else pb.OUTCOME_OOM,
+            )
+            engine.record_execution(execution_from_pb(catalog, m, clock[0]))
+    engine_db.dispose()
+    return rounds, whole, oracle
+
+
+def table(rows: Iterator[tuple[str, Score]]) -> str:
+    lines = ["| chooser | cases | picks the cheapest | mean extra slices | OOMs | target missed "
+             "| slices used |", "|---|---|---|---|---|---|---|"]
+    for name, s in rows:
+        lines.append(
+            f"| {name} | {s.cases} | {s.cheapest / max(s.compared, 1):.1%} | "
+            f"{s.extra_slices / max(s.compared, 1):.2f} | {s.ooms} | {s.missed} | {s.slices} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--database-url", default="")
+    args = parser.parse_args(argv)
+    if not args.trace.exists():
+        raise SystemExit(f"trace not found: {args.trace}")
+    actions = load(args.trace)
+    with tempfile.TemporaryDirectory() as tmp:
+        url = args.database_url or f"sqlite:///{tmp}/parvagpu.db"
+        rounds, whole, oracle = replay(actions, url)
+    print(f"ParvaGPU A100-80GB: {len(actions)} actions (DNN x batch), targets "
+          f"{', '.join(f'{t:g}x' for t in TARGETS)} the 7g throughput, max_workers {MAX_WORKERS},"
+          f" executions recorded on {', '.join(PROFILES[c] for c in RECORDED)}")
+    rows = [(f"IntelliScale, round {i + 1}", r) for i, r in enumerate(rounds)]
+    print(table(iter([*rows, ("7g.80gb scaled out", whole),
+                      ("oracle (cheapest in the full table)", oracle)])))
+    print("round 1: curves from executions on 1g.10gb and 7g.80gb only; round 2: also from "
+          "round 1's choices, run and recorded")
+
+
+if __name__ == "__main__":
+    main()
