@@ -235,3 +235,29 @@ def test_admin_lists_the_catalog(live: Live) -> None:
     p = {i.profile.name: i for i in a100.profiles}["3g.20gb"]
     assert list(p.placement_starts) == [0, 4] and p.placement_size == 4
     assert not models["RTX-PRO-5000-48GB"].placements_known
+
+
+def test_throughput_target_sets_the_count(live: Live) -> None:
+    """Executions measured on 1g.10gb and 7g.80gb; a target of 900 items/s per execution."""
+    now = datetime.now(UTC)
+    measured = {"1g.10gb": 200.0, "7g.80gb": 1000.0}
+    for i in range(6):
+        profile = "1g.10gb" if i % 2 else "7g.80gb"
+        m = record(f"t-{i}", "tp", model="A100-80GB", profile=profile, peak=5000,
+                   ended=now - timedelta(minutes=10 - i))
+        m.throughput = measured[profile]
+        live.recommender.RecordExecution(m)
+    req = request("tp", pool("a80", "A100-80GB", profiles=(
+        "1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")))
+    req.target_throughput = 900
+    req.max_workers = 8
+    r = live.recommender.Recommend(req)
+    # 200 * c^0.83 per worker: 1g x 5 (5 slices, 1,000/s) beats 7g x 1 (7 slices).
+    assert (r.profile.name, r.count) == ("1g.10gb", 5), r.reason
+    assert r.predicted_throughput >= 900
+    assert r.gpu_equivalents == pytest.approx(5 / 7)
+    assert dict(r.resources) == {"nvidia.com/mig-1g.10gb": "5"}
+    req.max_workers, req.target_throughput = 2, 2500
+    r = live.recommender.Recommend(req)
+    assert "cannot be met within max_workers=2" in r.reason
+    assert (r.profile.name, r.count) == ("7g.80gb", 2)  # the best reachable: 2,000/s
