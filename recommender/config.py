@@ -92,3 +92,40 @@ THROUGHPUT_HISTORY = 200
 
 MAX_NODES_SCORED = 64
 """Nodes whose placements are compared for fragmentation; beyond that the first fit is taken."""
+
+# --- learning ---------------------------------------------------------------------------
+
+MODEL_QUANTILE = 0.98
+"""Coverage a learned model is calibrated to. It carries no margin (conformal calibration makes
+the stated coverage hold), so to OOM no more often than the history rule (P95 + 10 %, about 2 %
+of executions) it must cover 98 % of peaks."""
+
+LEARN_MIN_ROWS = 200
+"""Successful executions (with features) before a model is worth fitting: below this the
+history quantile is as good and a held-out split is too small to trust."""
+
+LEARN_MIN_ACTION_ROWS = 50
+"""An action gets its own estimator from this many executions; fewer share the pooled one."""
+
+LEARN_MAX_ACTION_MODELS = 200
+"""Own estimators for at most this many actions (the busiest): bounds retraining time."""
+
+LEARN_TREES = 150
+"""Boosting iterations: enough for smooth memory curves over a handful of features."""
+
+LEARN_LINEAR_MAX_ROWS = 20_000
+"""Linear quantile regression is a linear program; beyond this it is subsampled."""
+
+LEARN_HOLDOUT = 0.15
+LEARN_CALIBRATION = 0.15
+"""Time-based splits: the most recent 15 % tests, the 15 % before it calibrates, the rest
+trains. Time order, not random: the model will be used on executions that come later."""
+
+PROMOTE_OOM_TOLERANCE = 0.005
+"""A candidate may have up to half a point more OOM on the hold-out if it reserves less."""
+
+PROMOTE_RESERVED_TOLERANCE = 0.02
+"""...and up to 2 % more reserved memory if it has clearly fewer OOMs."""
+
+MODEL_POLL_S = 5.0
+"""How often a server checks for a newly promoted model version."""

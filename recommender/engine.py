@@ -32,6 +32,7 @@ from recommender.estimation import (
     default_estimator,
     mean_sm_utilisation,
 )
+from recommender.learning.serving import ModelHolder
 from recommender.policy import LADDER, LadderExhausted, next_rung, recommend
 from recommender.store.database import StoreUnavailable
 from recommender.store.repository import HistoryFilter
@@ -74,9 +75,11 @@ class RecommenderEngine:
         estimator: Estimator | None = None,
         clock: Callable[[], datetime] = _now,
         catalog: Catalog | None = None,
+        models: ModelHolder | None = None,
     ) -> None:
         self.store = store
-        self.estimator = estimator or default_estimator()
+        self.models = models
+        self.estimator = estimator or default_estimator(models.current if models else None)
         self.clock = clock
         self.catalog = catalog or load_catalog()
 
@@ -102,7 +105,8 @@ class RecommenderEngine:
         except StoreUnavailable as e:
             degraded = f"database unavailable ({e}); answered from the request alone"
             log.warning("recommend without history: %s", e)
-        evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib)
+        evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib,
+                            action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
         sm = mean_sm_utilisation(samples, now)
         curve = self.throughput_curve(samples) if request.target_throughput > 0 else None
@@ -110,6 +114,8 @@ class RecommenderEngine:
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
             curve=curve,
         )
+        if estimate is not None and estimate.model_version:
+            decision = replace(decision, model_version=estimate.model_version)
         if degraded:
             decision = replace(decision, source=FALLBACK,
                                reason=f"{degraded}: {decision.reason}")

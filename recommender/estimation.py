@@ -13,13 +13,14 @@ recent, so a recommendation never repeats a slice that is known to be too small.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from recommender import config
 from recommender.domain import Outcome, Sample
+from recommender.learning.model import MemoryModel
 
 PRIOR = "prior"
 HISTORY = "history"
@@ -34,6 +35,8 @@ class Evidence:
     now: datetime
     samples: Sequence[Sample] = ()
     declared_mib: float = 0.0
+    action_id: str = ""
+    features: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Estimate:
     detail: str
     hard_floor_mib: float = 0.0
     """Memory known to be needed (a declared figure, a recent OOM): nothing smaller will do."""
+    model_version: str = ""
 
 
 class Estimator(Protocol):
@@ -124,6 +128,37 @@ class DecayedQuantile:
                 + (f" ({ooms} OOM)" if ooms else "")
                 + f" {value:,.0f} MiB"
             ),
+        )
+
+
+@dataclass(frozen=True)
+class Learned:
+    """The serving learned model, for a request that carries its features.
+
+    Its quantile is calibrated on held-out executions, so no margin is added. An action with
+    no successful history and no model of its own is left to the prior: the pooled model knows
+    such an action only by its features.
+    """
+
+    model: Callable[[], MemoryModel | None]
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        model = self.model()
+        if model is None or not evidence.features:
+            return None
+        ok = [s.peak_mib for s in evidence.samples
+              if s.outcome is Outcome.SUCCEEDED and s.peak_mib > 0]
+        level = float(sorted(ok)[len(ok) // 2]) if ok else None
+        prediction = model.predict(evidence.action_id, evidence.features, level)
+        if prediction is None or (prediction.scope == "pooled" and level is None):
+            return None
+        return Estimate(
+            mib=prediction.mib,
+            source=MODEL,
+            quantile=model.quantile,
+            detail=f"model {model.version} ({prediction.scope}) p{model.quantile * 100:g} "
+            f"{prediction.mib:,.0f} MiB",
+            model_version=model.version,
         )
 
 
@@ -223,12 +258,16 @@ class LargerOf:
         return replace(best, hard_floor_mib=max(e.hard_floor_mib for e in found))
 
 
-def default_estimator() -> Estimator:
-    """History quantile when there is enough of it; else the larger of prior and sparse max."""
+def default_estimator(model: Callable[[], MemoryModel | None] | None = None) -> Estimator:
+    """The learned model when it applies; the history quantile when there is enough history;
+    else the larger of the prior and the max of the few samples. A recent OOM is a floor."""
     prior = WithMargin(DeclaredPrior(), config.PRIOR_MARGIN)
     history = WithMargin(DecayedQuantile(), config.HISTORY_MARGIN)
     sparse = WithMargin(MaxOfSamples(), config.SPARSE_MARGIN)
-    return WithMinimum(WithOomFloor(FirstOf((history, LargerOf((prior, sparse))))))
+    chain: tuple[Estimator, ...] = (history, LargerOf((prior, sparse)))
+    if model is not None:
+        chain = (Learned(model), *chain)
+    return WithMinimum(WithOomFloor(FirstOf(chain)))
 
 
 def mean_sm_utilisation(samples: Sequence[Sample], now: datetime) -> float | None:

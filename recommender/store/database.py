@@ -16,20 +16,20 @@ class StoreUnavailable(RuntimeError):
     """The database cannot be reached or did not answer in time."""
 
 
-def connect(url: str) -> Engine:
-    """An engine with short timeouts: the runner must never wait long on us."""
+def connect(url: str, *, timeout_s: float | None = config.DATABASE_TIMEOUT_S) -> Engine:
+    """An engine with short timeouts: the runner must never wait long on us. Batch jobs
+    (retraining) pass timeout_s=None: their long reads are expected."""
     parsed = make_url(url)
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
-    timeout = config.DATABASE_TIMEOUT_S
+    timeout = timeout_s or config.DATABASE_TIMEOUT_S
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
     elif parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        kwargs["connect_args"] = {
-            "connect_timeout": max(1, int(timeout)),
-            "options": f"-c statement_timeout={int(timeout * 1000)}",
-        }
+        kwargs["connect_args"] = {"connect_timeout": max(1, int(timeout))}
+        if timeout_s is not None:
+            kwargs["connect_args"]["options"] = f"-c statement_timeout={int(timeout_s * 1000)}"
         kwargs["pool_size"] = 10
         kwargs["max_overflow"] = 10
         kwargs["pool_timeout"] = timeout

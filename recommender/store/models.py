@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy import JSON, DateTime, Float, Index, Integer, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -102,4 +102,9 @@ class ModelVersionRow(Base):
         DateTime(timezone=True), nullable=True)
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
 
-    __table_args__ = (Index("ix_model_versions_kind_created", "kind", "created_at"),)
+    __table_args__ = (
+        Index("ix_model_versions_kind_created", "kind", "created_at"),
+        # One serving version per kind, whatever two retraining runs do at once.
+        Index("uq_model_versions_one_serving", "kind", unique=True,
+              postgresql_where=text("serving"), sqlite_where=text("serving")),
+    )

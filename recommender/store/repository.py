@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, and_, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from recommender.catalog import MigProfile
@@ -284,21 +284,55 @@ class SqlStore:
 
         return self._run(q)
 
-    def save_model_version(self, v: ModelVersion) -> None:
-        """Stores a version; when it is serving, the previous serving one stops, atomically."""
+    def save_model_version(self, v: ModelVersion, *, expected_serving: str | None = None
+                           ) -> bool:
+        """Stores a version. When it is to serve, the previous serving one stops in the same
+        transaction, but only if the serving version is still `expected_serving` (the one the
+        candidate was compared with); otherwise it is stored unpromoted and False returned.
+
+        Two runs promoting at once: the unique index on the serving version lets one commit;
+        the other is stored again, unpromoted.
+        """
+        try:
+            return self._save_model_version(v, expected_serving, v.serving)
+        except StoreUnavailable as e:
+            if not v.serving or not isinstance(e.__cause__, IntegrityError):
+                raise
+            self._save_model_version(v, expected_serving, False)
+            return False
+
+    def _save_model_version(self, v: ModelVersion, expected_serving: str | None,
+                            serving: bool) -> bool:
         with self._session() as s:
-            if v.serving:
-                s.execute(
-                    update(ModelVersionRow)
+            if serving:
+                current = s.execute(
+                    select(ModelVersionRow.version)
                     .where(ModelVersionRow.kind == v.kind, ModelVersionRow.serving.is_(True))
-                    .values(serving=False)
-                )
+                    .with_for_update()
+                ).scalar_one_or_none()
+                if current != expected_serving:
+                    serving = False
+                else:
+                    s.execute(
+                        update(ModelVersionRow)
+                        .where(ModelVersionRow.kind == v.kind, ModelVersionRow.serving.is_(True))
+                        .values(serving=False)
+                    )
+                    s.flush()
             s.add(ModelVersionRow(
-                version=v.version, created_at=v.created_at, kind=v.kind, promoted=v.promoted,
-                serving=v.serving, metrics=dict(v.metrics), reason=v.reason,
-                training_window_start=v.training_window_start,
+                version=v.version, created_at=v.created_at, kind=v.kind,
+                promoted=v.promoted and serving, serving=serving, metrics=dict(v.metrics),
+                reason=v.reason, training_window_start=v.training_window_start,
                 training_window_end=v.training_window_end, params=dict(v.params),
             ))
+            return serving == v.serving
+
+    def serving_version_id(self, kind: str) -> str | None:
+        """Just the id: servers poll this every few seconds."""
+        return self._run(lambda s: s.execute(
+            select(ModelVersionRow.version)
+            .where(ModelVersionRow.kind == kind, ModelVersionRow.serving.is_(True))
+        ).scalar_one_or_none())
 
     # --- history ---------------------------------------------------------------------
 

@@ -1,0 +1,159 @@
+"""Fitting memory models with scikit-learn, choosing the estimator by validation, calibrating.
+
+Plain estimator objects in, plain parameters out (see trees.py): nothing here is persisted as
+a Python object.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.linear_model import QuantileRegressor
+
+from recommender import config
+from recommender.learning.dataset import SUCCEEDED, Dataset
+from recommender.learning.model import KIND
+from recommender.learning.trees import export_hgb, export_linear, load_estimator
+
+Params = dict[str, Any]
+
+
+def pinball(y: NDArray[np.float64], pred: NDArray[np.float64], q: float) -> float:
+    diff = y - pred
+    return float(np.mean(np.maximum(q * diff, (q - 1) * diff)))
+
+
+def conformal_offset(residuals: NDArray[np.float64], q: float) -> float:
+    """One-sided split-conformal shift: with n held-out residuals y - f(x), adding the
+    ceil((n + 1) q)-th smallest makes P(y <= f(x) + offset) >= q for a new exchangeable point."""
+    n = residuals.shape[0]
+    if n == 0:
+        return 0.0
+    k = min(n, math.ceil((n + 1) * q))
+    return float(np.sort(residuals)[k - 1])
+
+
+def fit_trees(x: NDArray[np.float64], y: NDArray[np.float64], q: float, seed: int = 0) -> Params:
+    model = HistGradientBoostingRegressor(
+        loss="quantile", quantile=q, max_iter=config.LEARN_TREES, learning_rate=0.1,
+        max_leaf_nodes=15, min_samples_leaf=max(5, min(40, x.shape[0] // 50)),
+        early_stopping=False, random_state=seed,
+    )
+    model.fit(x, y)
+    return export_hgb(model)
+
+
+def fit_linear(x: NDArray[np.float64], y: NDArray[np.float64], q: float, seed: int = 0) -> Params:
+    """Linear quantile regression on standardised features (missing = the mean)."""
+    rng = np.random.default_rng(seed)
+    if x.shape[0] > config.LEARN_LINEAR_MAX_ROWS:  # the LP solver grows superlinearly
+        idx = rng.choice(x.shape[0], config.LEARN_LINEAR_MAX_ROWS, replace=False)
+        x, y = x[idx], y[idx]
+    mean = np.nanmean(np.where(np.isnan(x), np.nan, x), axis=0) if x.shape[0] else np.zeros(
+        x.shape[1])
+    mean = np.where(np.isnan(mean), 0.0, mean)
+    scale = np.nanstd(x, axis=0) if x.shape[0] else np.ones(x.shape[1])
+    scale = np.where(np.isnan(scale) | (scale < 1e-12), 1.0, scale)
+    z = np.where(np.isnan(x), 0.0, (x - mean) / scale)
+    reg = QuantileRegressor(quantile=q, alpha=1e-4, solver="highs").fit(z, y)
+    return export_linear(reg.coef_, float(reg.intercept_), mean, scale)
+
+
+FAMILIES: dict[str, Callable[[NDArray[np.float64], NDArray[np.float64], float, int], Params]] = {
+    "trees": fit_trees,
+    "linear": fit_linear,
+}
+
+
+def action_levels(data: Dataset) -> NDArray[np.float64]:
+    """Median log peak of each action's successful executions (NaN without any)."""
+    levels = np.full(len(data.actions), np.nan)
+    ok = (data.outcome == SUCCEEDED) & (data.peak > 0)
+    for a in np.unique(data.action[ok]):
+        levels[a] = float(np.median(np.log(data.peak[ok & (data.action == a)])))
+    return levels
+
+
+def pooled_matrix(data: Dataset, levels: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.column_stack([data.x, levels[data.action]])
+
+
+@dataclass
+class FitReport:
+    family: str
+    validation: dict[str, float] = field(default_factory=dict)
+    """Pinball loss of each family on the validation split."""
+    action_models: int = 0
+
+
+def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
+                     progress: Callable[[str], None] | None = None) -> tuple[Params, FitReport]:
+    """Chooses the family on the last part of `train`, refits on all of it, calibrates on
+    `calib` (more recent, unseen), and returns plain parameters."""
+    say = progress or (lambda _msg: None)
+    ok = (train.outcome == SUCCEEDED) & (train.peak > 0)
+    tr = train.take(np.flatnonzero(ok))
+    if len(tr) < config.LEARN_MIN_ROWS:
+        raise ValueError(f"{len(tr)} successful executions; at least {config.LEARN_MIN_ROWS} "
+                         "are needed to learn")
+    levels = action_levels(tr)
+    y = np.log(tr.peak)
+    cut = int(len(tr) * 0.8)
+    x_all = pooled_matrix(tr, levels)
+    report = FitReport(family="trees")
+    for name, fit in FAMILIES.items():
+        say(f"validating {name}")
+        params = fit(x_all[:cut], y[:cut], q, 0)
+        pred = load_estimator(params).predict(x_all[cut:])
+        report.validation[name] = pinball(y[cut:], pred, q)
+    report.family = min(report.validation, key=lambda k: report.validation[k])
+    fit = FAMILIES[report.family]
+    say(f"fitting pooled {report.family}")
+    pooled = fit(x_all, y, q, 0)
+    # Actions with enough history get their own estimator over the features alone.
+    counts = np.bincount(tr.action, minlength=len(tr.actions))
+    eligible = [a for a in np.argsort(-counts)[: config.LEARN_MAX_ACTION_MODELS]
+                if counts[a] >= config.LEARN_MIN_ACTION_ROWS]
+    per_action: dict[int, Params] = {}
+    for i, a in enumerate(eligible):
+        rows = tr.action == a
+        if tr.x.shape[1] == 0 or np.all(np.isnan(tr.x[rows])):
+            continue
+        per_action[int(a)] = fit(tr.x[rows], y[rows], q, 0)
+        if (i + 1) % 20 == 0:
+            say(f"fitted {i + 1}/{len(eligible)} action models")
+    report.action_models = len(per_action)
+    # Conformal offsets from recent executions the estimators have not seen.
+    cal_ok = (calib.outcome == SUCCEEDED) & (calib.peak > 0)
+    cal = calib.take(np.flatnonzero(cal_ok))
+    cal_action = np.array([tr.actions.index(calib.actions[a]) if calib.actions[a] in tr.actions
+                           else -1 for a in cal.action], dtype=np.int64)
+    cal_levels = np.array([levels[a] if a >= 0 else np.nan for a in cal_action])
+    y_cal = np.log(cal.peak)
+    pooled_pred = load_estimator(pooled).predict(np.column_stack([cal.x, cal_levels]))
+    pooled_offset = conformal_offset(y_cal - pooled_pred, q)
+    actions: dict[str, Params] = {}
+    own_residuals: list[NDArray[np.float64]] = []
+    for a, params in per_action.items():
+        rows = cal_action == a
+        if rows.any():
+            own_residuals.append(y_cal[rows] - load_estimator(params).predict(cal.x[rows]))
+    own_offset = conformal_offset(np.concatenate(own_residuals), q) if own_residuals else (
+        pooled_offset)
+    for a, params in per_action.items():
+        actions[tr.actions[a]] = {"estimator": params, "offset": own_offset}
+    return {
+        "kind": KIND,
+        "quantile": q,
+        "family": report.family,
+        "features": list(tr.features),
+        "pooled": {"estimator": pooled, "offset": pooled_offset},
+        "actions": actions,
+        "calibration_rows": len(cal),
+    }, report

@@ -1,0 +1,69 @@
+"""A learned memory model as the server uses it: plain parameters in, a calibrated quantile out.
+
+Per-worker peak memory is modelled in log space (memory grows multiplicatively with batch and
+input sizes). An action with enough history has its own estimator over the request's features;
+the others share a pooled one that also sees the action's typical peak (the median of its
+recent peaks) as a feature. Each estimator's output is shifted by a conformal offset fitted on
+held-out recent executions, so the stated quantile's coverage holds on data it has not seen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from recommender.learning.trees import Linear, Trees, load_estimator
+
+KIND = "memory"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    mib: float
+    scope: str
+    """"action" (the action's own model) or "pooled"."""
+
+
+class MemoryModel:
+    """Loads and validates parameters once; `predict` is cheap and thread-safe."""
+
+    def __init__(self, version: str, params: Mapping[str, Any]) -> None:
+        if params.get("kind") != KIND:
+            raise ValueError(f"not a memory model: kind {params.get('kind')!r}")
+        self.version = version
+        self.quantile = float(params["quantile"])
+        self.features: list[str] = [str(f) for f in params["features"]]
+        self._actions: dict[str, tuple[Trees | Linear, float]] = {
+            str(a): (load_estimator(p["estimator"]), float(p["offset"]))
+            for a, p in params.get("actions", {}).items()
+        }
+        pooled = params.get("pooled")
+        self._pooled: tuple[Trees | Linear, float] | None = (
+            (load_estimator(pooled["estimator"]), float(pooled["offset"])) if pooled else None
+        )
+
+    @property
+    def actions(self) -> int:
+        return len(self._actions)
+
+    def covers(self, action_id: str) -> bool:
+        return action_id in self._actions or self._pooled is not None
+
+    def predict(self, action_id: str, features: Mapping[str, float],
+                action_level_mib: float | None) -> Prediction | None:
+        """The calibrated quantile of per-worker peak MiB, or None when the request carries
+        none of the model's features (a model without its inputs is just a prior)."""
+        row = [float(features[f]) if f in features else math.nan for f in self.features]
+        if all(math.isnan(v) for v in row):
+            return None
+        if action_id in self._actions:
+            estimator, offset = self._actions[action_id]
+            return Prediction(math.exp(estimator.predict_one(row) + offset), "action")
+        if self._pooled is None:
+            return None
+        estimator, offset = self._pooled
+        level = math.log(action_level_mib) if action_level_mib and action_level_mib > 0 else (
+            math.nan)
+        return Prediction(math.exp(estimator.predict_one([*row, level]) + offset), "pooled")

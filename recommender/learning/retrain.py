@@ -1,0 +1,148 @@
+"""The retraining job: fit a candidate from SQL, test it on the most recent executions against
+the version serving (or the history rule when none serves), store it with its metrics, and
+promote it only when it is better.
+
+Two runs at once corrupt nothing: a version is promoted in one transaction that checks the
+serving version is still the one the candidate was compared with, and a unique index allows one
+serving version per kind.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+from sqlalchemy import Engine
+
+from recommender import config
+from recommender.catalog import Catalog
+from recommender.domain import ModelVersion
+from recommender.learning.dataset import SUCCEEDED, Dataset, read_executions
+from recommender.learning.evaluate import history_predictions, model_predictions, score
+from recommender.learning.fit import fit_memory_model
+from recommender.learning.model import KIND, MemoryModel
+from recommender.store.repository import SqlStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RetrainResult:
+    version: str
+    promoted: bool
+    reason: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Progress:
+    """A one-line progress display on a terminal, plain log lines elsewhere."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.start = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        if not self.enabled:
+            return
+        line = f"[{time.monotonic() - self.start:6.1f}s] {message}"
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\n")
+
+
+def split_by_time(data: Dataset) -> tuple[Dataset, Dataset, Dataset]:
+    """Oldest rows train, the next calibrate, the most recent test (data is in time order)."""
+    n = len(data)
+    test_start = int(n * (1 - config.LEARN_HOLDOUT))
+    cal_start = int(n * (1 - config.LEARN_HOLDOUT - config.LEARN_CALIBRATION))
+    idx = np.arange(n)
+    return data.take(idx[:cal_start]), data.take(idx[cal_start:test_start]), data.take(
+        idx[test_start:])
+
+
+def retrain(engine: Engine, catalog: Catalog, *, now: datetime | None = None,
+            quantile: float = config.MODEL_QUANTILE,
+            progress: Callable[[str], None] | None = None) -> RetrainResult:
+    say = progress or (lambda _m: None)
+    now = now or datetime.now(UTC)
+    store = SqlStore(engine)
+    serving = store.serving_model_version(KIND)
+    say("reading executions")
+    data = read_executions(engine, progress=lambda n: say(f"read {n:,} executions"))
+    usable = int(((data.outcome == SUCCEEDED) & (data.peak > 0)).sum())
+    if usable < config.LEARN_MIN_ROWS / (1 - config.LEARN_HOLDOUT - config.LEARN_CALIBRATION):
+        return RetrainResult("", False, f"not enough data: {usable} successful executions")
+    train, calib, test = split_by_time(data)
+    params, report = fit_memory_model(train, calib, quantile, progress=say)
+    version = f"mem-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    candidate = MemoryModel(version, params)
+    say("testing on the hold-out")
+    seen = train.take(np.arange(len(train)))
+    seen_all = _concat(train, calib)
+    fallback = history_predictions(test, seen_all)
+    cand = score(test, model_predictions(candidate, test, seen_all, fallback), catalog)
+    history = score(test, fallback, catalog)
+    if serving is not None:
+        try:
+            incumbent = score(test, model_predictions(
+                MemoryModel(serving.version, serving.params), test, seen_all, fallback), catalog)
+            against = f"serving version {serving.version}"
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("serving version %s cannot be evaluated: %s", serving.version, e)
+            incumbent, against = history, "the history rule (serving version unreadable)"
+    else:
+        incumbent, against = history, "the history rule (no version serving)"
+    better, why = cand.better_than(incumbent)
+    metrics = {
+        **cand.as_metrics("test"),
+        **incumbent.as_metrics("incumbent"),
+        **history.as_metrics("history"),
+        **{f"validation_pinball_{k}": v for k, v in report.validation.items()},
+        "train_rows": float(len(train)),
+        "calibration_rows": float(len(calib)),
+        "action_models": float(report.action_models),
+        "quantile": quantile,
+    }
+    reason = f"{'promoted' if better else 'not promoted'} against {against}: {why}; " \
+             f"family {report.family}, {report.action_models} action models"
+    del seen
+    result = RetrainResult(version, better, reason, metrics)
+    v = ModelVersion(
+        version=version, created_at=now, kind=KIND, promoted=better, serving=better,
+        metrics=metrics, reason=reason,
+        training_window_start=_when(train.ended[0]) if len(train) else None,
+        training_window_end=_when(calib.ended[-1]) if len(calib) else None,
+        params=params,
+    )
+    expected = serving.version if serving else None
+    if not store.save_model_version(v, expected_serving=expected) and better:
+        result.promoted = False
+        result.reason = reason.replace("promoted against", "compared against", 1) + (
+            "; another run promoted a version meanwhile, so this one is stored unpromoted")
+    return result
+
+
+def _when(epoch: float) -> datetime:
+    return datetime.fromtimestamp(float(epoch), tz=UTC)
+
+
+def _concat(a: Dataset, b: Dataset) -> Dataset:
+    return Dataset(a.actions, a.features, np.concatenate([a.action, b.action]),
+                   np.concatenate([a.x, b.x]), np.concatenate([a.peak, b.peak]),
+                   np.concatenate([a.slice_mib, b.slice_mib]),
+                   np.concatenate([a.outcome, b.outcome]), np.concatenate([a.ended, b.ended]),
+                   np.concatenate([a.gpu_model, b.gpu_model]), a.gpu_models,
+                   np.concatenate([a.duration_s, b.duration_s]))

@@ -1,0 +1,201 @@
+"""Learning: exported estimators, calibration, the retraining job, serving a promoted model."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sqlalchemy import Engine
+
+from recommender.catalog import Catalog, load_catalog
+from recommender.domain import Execution, ModelVersion, Outcome, Request
+from recommender.engine import RecommenderEngine
+from recommender.learning.fit import conformal_offset, fit_linear, fit_trees
+from recommender.learning.model import KIND, MemoryModel
+from recommender.learning.retrain import retrain
+from recommender.learning.serving import ModelHolder
+from recommender.learning.synthetic import generate
+from recommender.learning.trees import Linear, Trees, export_hgb
+from recommender.store import SqlStore
+
+T0 = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def quick_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer boosting rounds keep these tests fast; the bench runs the real setting."""
+    from recommender import config
+
+    monkeypatch.setattr(config, "LEARN_TREES", 40)
+
+
+def test_exported_trees_predict_exactly_like_sklearn() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.random((3000, 3))
+    x[::5, 1] = np.nan
+    y = 2 * x[:, 0] + np.nan_to_num(x[:, 1]) + rng.normal(0, 0.1, 3000)
+    model = HistGradientBoostingRegressor(loss="quantile", quantile=0.9, max_iter=50).fit(x, y)
+    trees = Trees(json.loads(json.dumps(export_hgb(model))))  # through JSON, as stored
+    xt = rng.random((500, 3))
+    xt[::3, 2] = np.nan
+    xt[::4, 0] = np.nan
+    assert np.allclose(trees.predict(xt), model.predict(xt))
+    assert trees.predict_one(xt[7].tolist()) == pytest.approx(model.predict(xt[7:8])[0])
+
+
+def test_malformed_parameters_are_refused() -> None:
+    good = fit_trees(np.random.default_rng(1).random((300, 2)), np.arange(300.0), 0.5)
+    bad = json.loads(json.dumps(good))
+    bad["trees"][0]["left"][0] = 10_000
+    with pytest.raises(ValueError, match="out of range"):
+        Trees(bad)
+    with pytest.raises(ValueError):
+        Linear({"type": "linear", "coef": [1.0], "intercept": 0.0, "mean": [], "scale": []})
+    with pytest.raises(ValueError, match="not a memory model"):
+        MemoryModel("v", {"kind": "pickle"})
+
+
+def test_linear_quantile_and_conformal_coverage() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.random((4000, 2)) * 10
+    y = 3 * x[:, 0] + rng.normal(0, 1.0, 4000)
+    params = fit_linear(x[:2000], y[:2000], 0.9)
+    lin = Linear(params)
+    offset = conformal_offset(y[2000:3000] - lin.predict(x[2000:3000]), 0.9)
+    covered = np.mean(y[3000:] <= lin.predict(x[3000:]) + offset)
+    assert 0.87 <= covered <= 0.95
+    assert conformal_offset(np.array([]), 0.9) == 0.0
+
+
+def record_synthetic(store: SqlStore, n: int, actions: int = 6, seed: int = 0) -> None:
+    for i, e in enumerate(generate(actions, n, start=T0, seed=seed)):
+        store.record_execution(Execution(
+            f"syn-{seed}-{i}", e.action_id, "", "A100-80GB", "7g.80gb", 80896, 1, e.peak_mib,
+            20.0, 600.0, 0.0, Outcome.SUCCEEDED, e.at, e.at - timedelta(minutes=10),
+            e.features), e.at)
+
+
+@pytest.fixture
+def trained(store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> str:
+    record_synthetic(store, 1500)
+    result = retrain(migrated_engine, catalog, now=T0 + timedelta(days=10))
+    assert result.version and result.promoted, result.reason
+    return result.version
+
+
+def test_retrain_promotes_a_model_that_beats_the_history_rule(
+        trained: str, store: SqlStore) -> None:
+    versions = store.list_model_versions()
+    assert [(v.version, v.serving, v.promoted) for v in versions] == [(trained, True, True)]
+    v = versions[0]
+    m = v.metrics
+    # The history rule sizes every execution for the largest input; the model does not.
+    assert m["test_reserved_gbh"] < m["history_reserved_gbh"]
+    assert m["test_oom_rate"] <= m["history_oom_rate"] + 0.005
+    assert m["test_coverage"] >= 0.9
+    assert "history rule" in v.reason and v.training_window_start and v.training_window_end
+    serving = store.serving_model_version(KIND)
+    assert serving is not None
+    json.dumps(serving.params)  # plain parameters: nothing to unpickle
+
+
+def test_a_second_run_is_compared_with_the_serving_version(
+        trained: str, store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
+    result = retrain(migrated_engine, catalog, now=T0 + timedelta(days=11))
+    assert f"serving version {trained}" in result.reason
+    serving = [v for v in store.list_model_versions() if v.serving]
+    assert len(serving) == 1
+    assert serving[0].version == (result.version if result.promoted else trained)
+
+
+def test_concurrent_runs_leave_one_serving_version(
+        store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
+    record_synthetic(store, 1200, seed=3)
+    results = []
+
+    def run(k: int) -> None:
+        results.append(retrain(migrated_engine, catalog, now=T0 + timedelta(days=10, seconds=k)))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    versions = store.list_model_versions()
+    assert len(versions) == 2
+    assert sum(v.serving for v in versions) == 1
+    assert sum(r.promoted for r in results) == 1
+
+
+def test_not_enough_data_makes_no_version(
+        store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
+    record_synthetic(store, 40)
+    result = retrain(migrated_engine, catalog)
+    assert not result.version and "not enough data" in result.reason
+    assert store.list_model_versions() == []
+
+
+def test_served_model_is_used_for_requests_with_features(
+        trained: str, store: SqlStore, catalog: Catalog) -> None:
+    holder = ModelHolder(store, poll_s=0.05)
+    assert holder.refresh() and holder.current() is not None
+    engine = RecommenderEngine(store, catalog=catalog, models=holder,
+                               clock=lambda: T0 + timedelta(days=6))
+    from tests.test_policy import mk
+
+    pool = mk(catalog, "a80", "A100-80GB")
+    small = engine.recommend(Request("act-0000", "", (pool,), features={
+        "batch_size": 1.0, "input_mb": 5.0})).recommendation.decision
+    big = engine.recommend(Request("act-0000", "", (pool,), features={
+        "batch_size": 64.0, "input_mb": 150.0})).recommendation.decision
+    assert small.source == "model" and small.model_version == trained
+    assert small.predicted_peak_mib < big.predicted_peak_mib
+    plain = engine.recommend(Request("act-0000", "", (pool,))).recommendation.decision
+    assert plain.source == "history" and plain.model_version == ""
+
+
+def test_holder_keeps_the_old_model_when_a_new_one_cannot_load(
+        trained: str, store: SqlStore) -> None:
+    holder = ModelHolder(store)
+    holder.refresh()
+    store.save_model_version(ModelVersion(
+        "broken", datetime.now(UTC), KIND, True, True, {}, "test", None, None,
+        {"kind": KIND, "quantile": 0.95, "features": ["x"],
+         "pooled": {"estimator": {"type": "trees", "baseline": 0, "trees": [
+             {"feature": [0], "threshold": [0], "missing_left": [0], "left": [7],
+              "right": [9], "leaf": [0], "value": [0]}]}, "offset": 0}}),
+        expected_serving=trained)
+    assert not holder.refresh()
+    current = holder.current()
+    assert current is not None and current.version == trained
+    assert not holder.refresh()  # the broken version is not retried every poll
+
+
+def test_holder_polls_in_the_background(trained: str, store: SqlStore) -> None:
+    holder = ModelHolder(store, poll_s=0.05)
+    holder.start()
+    try:
+        current = holder.current()
+        assert current is not None and current.version == trained
+    finally:
+        holder.stop()
+
+
+def test_load_catalog_is_shared(catalog: Catalog) -> None:
+    assert load_catalog().resolve("A100-80GB") is not None
+
+
+def test_racing_promotions_store_both_and_serve_one(store: SqlStore) -> None:
+    """Two runs that both saw no serving version: the index lets one serve."""
+    def version(name: str) -> ModelVersion:
+        return ModelVersion(name, T0, KIND, True, True, {}, "", None, None, {"kind": KIND})
+
+    assert store.save_model_version(version("a"), expected_serving=None)
+    # The second run compared against "no serving version" too: stored, not serving.
+    assert not store.save_model_version(version("b"), expected_serving=None)
+    by_name = {v.version: v for v in store.list_model_versions()}
+    assert by_name["a"].serving and not by_name["b"].serving and not by_name["b"].promoted
