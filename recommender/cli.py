@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import logging
 import os
+import re
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from recommender import config
+
+if TYPE_CHECKING:
+    from recommender.domain import HistoryEntry
 
 
 def _database_url(args: argparse.Namespace) -> str:
@@ -34,12 +43,15 @@ def _redacted(url: str) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from recommender.auth import resolve_admin_token
     from recommender.catalog import load_catalog
     from recommender.engine import RecommenderEngine
-    from recommender.server import serve_until_signalled, start
+    from recommender.learning.serving import ModelHolder
+    from recommender.server import serve_until_signalled, shutdown_on_signals, start
     from recommender.store import SqlStore, connect, migrate
 
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
+    admin_token = resolve_admin_token(args.admin_token, args.admin_token_file)
     url = _database_url(args)
     engine = connect(url)
     migrate(engine)
@@ -47,9 +59,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "database %s migrated; catalog has %d GPU models", _redacted(url), len(catalog))
     port = args.port if args.port is not None else int(
         os.environ.get("RECOMMENDER_PORT", config.DEFAULT_PORT))
-    running = start(RecommenderEngine(SqlStore(engine)), catalog, host=args.host, port=port)
+    stop = shutdown_on_signals()
+    store = SqlStore(engine)
+    models = ModelHolder(store)
+    models.start()  # picks up newly promoted model versions without a restart
+    running = start(RecommenderEngine(store, catalog=catalog, models=models), catalog,
+                    host=args.host, port=port, admin_token=admin_token)
     print(f"recommender listening on {args.host}:{running.port}", flush=True)
-    serve_until_signalled(running)
+    serve_until_signalled(running, stop)
+    models.stop()
+    return 0
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    from recommender.catalog import load_catalog
+    from recommender.learning.retrain import Progress, retrain
+    from recommender.store import connect, migrate
+
+    catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
+    engine = connect(_database_url(args), timeout_s=None)
+    migrate(engine)
+    progress = Progress(not args.quiet)
+    result = retrain(engine, catalog, quantile=args.quantile, progress=progress)
+    progress.done()
+    if not result.version:
+        print(f"no new version: {result.reason}")
+        return 0
+    print(f"version {result.version}: {result.reason}")
+    for key in ("test_oom_rate", "test_reserved_gbh", "test_coverage", "incumbent_oom_rate",
+                "incumbent_reserved_gbh"):
+        print(f"  {key}: {result.metrics[key]:,.4f}")
     return 0
 
 
@@ -66,46 +105,169 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    from recommender.store import SqlStore, connect
-    from recommender.store.repository import HistoryFilter
+def _when(value: str) -> datetime:
+    """An ISO time (naive means UTC), or a duration ago: 30m, 24h, 7d, 2w."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", value)
+    if m:
+        seconds = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
+        return datetime.now(UTC) - timedelta(seconds=float(m.group(1)) * seconds)
+    try:
+        t = datetime.fromisoformat(value.strip())
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: not an ISO time (2025-01-31T12:00Z) nor a duration ago (24h, 7d)"
+        ) from e
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
-    store = SqlStore(connect(_database_url(args)))
-    entries, token = store.list_history(
-        HistoryFilter(action_id=args.action or "", outcome=args.outcome or ""), args.limit)
+
+def _limit(value: str) -> int:
+    n = int(value)
+    if not 1 <= n <= HISTORY_MAX:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {HISTORY_MAX}")
+    return n
+
+
+HISTORY_MAX = 10_000
+HISTORY_FIELDS = ["created_at", "action_id", "execution_id", "recommendation_id",
+                  "parent_recommendation_id", "attempt", "pool_id", "gpu_model", "profile",
+                  "count", "slice_mib", "predicted_peak_mib", "source", "model_version",
+                  "outcome", "peak_mib", "relative_slack"]
+OUTCOME_WORDS = {"SUCCEEDED": "fitted", "OOM": "OOM", "FAILED": "failed",
+                 "CANCELLED": "cancelled"}
+
+
+def _history_rows(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
     rows = []
     for e in entries:
-        d = e.recommendation.decision
+        rec = e.recommendation
+        d = rec.decision
+        mem = d.rung.profile.memory_mib
+        slack = None
+        if e.outcome is not None and e.outcome.value == "SUCCEEDED" and \
+                e.peak_memory_mib is not None and mem:
+            slack = round((mem - e.peak_memory_mib) / mem, 4)
         rows.append({
-            "created_at": e.recommendation.created_at.isoformat(timespec="seconds"),
-            "action_id": e.recommendation.action_id,
-            "recommendation_id": e.recommendation.id,
+            "created_at": rec.created_at.isoformat(timespec="seconds"),
+            "action_id": rec.action_id,
+            "execution_id": rec.execution_id,
+            "recommendation_id": rec.id,
+            "parent_recommendation_id": rec.parent_id or "",
             "attempt": d.attempt,
             "pool_id": d.rung.pool_id,
             "gpu_model": d.rung.gpu_model,
             "profile": d.rung.profile.name,
             "count": d.rung.count,
-            "slice_mib": d.rung.profile.memory_mib,
+            "slice_mib": mem,
+            "predicted_peak_mib": round(d.predicted_peak_mib),
             "source": d.source,
-            "outcome": e.outcome.value if e.outcome else "",
-            "peak_mib": round(e.peak_memory_mib) if e.peak_memory_mib is not None else "",
+            "model_version": d.model_version,
+            "outcome": e.outcome.value if e.outcome else None,
+            "peak_mib": round(e.peak_memory_mib) if e.peak_memory_mib is not None else None,
+            "relative_slack": slack,
         })
+    return rows
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def _history_table(rows: Sequence[dict[str, Any]], colour: bool) -> str:
+    """Aligned columns: text left, numbers right; slack as a percent, OOM marked."""
+    cols: list[tuple[str, str]] = [  # (header, "<" left or ">" right)
+        ("TIME (UTC)", "<"), ("ACTION_ID", "<"), ("TRY", ">"), ("POOL", "<"),
+        ("GPU MODEL", "<"), ("SLICE", "<"), ("SLICE MiB", ">"), ("PEAK MiB", ">"),
+        ("SLACK", ">"), ("OUTCOME", "<"), ("SOURCE", "<"),
+    ]
+    table = []
+    for r in rows:
+        outcome = OUTCOME_WORDS.get(r["outcome"] or "", "-")
+        table.append([
+            r["created_at"][:16].replace("T", " "),
+            _clip(r["action_id"], 32),
+            str(r["attempt"]),
+            _clip(r["pool_id"], 20),
+            r["gpu_model"],
+            f"{r['profile']} x{r['count']}",
+            f"{r['slice_mib']:,}",
+            f"{r['peak_mib']:,}" if r["peak_mib"] is not None else "-",
+            f"{r['relative_slack'] * 100:.0f}%" if r["relative_slack"] is not None else "-",
+            "OOM !" if outcome == "OOM" else outcome,
+            r["source"],
+        ])
+    widths = [max([len(h), *(len(t[k]) for t in table)]) for k, (h, _) in enumerate(cols)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if a == "<" else c.rjust(w)
+                         for c, w, (_, a) in zip(cells, widths, cols, strict=True)).rstrip()
+
+    out = [line([h for h, _ in cols])]
+    for t in table:
+        text = line(t)
+        if colour and t[9].startswith("OOM"):
+            text = f"\033[31m{text}\033[0m"
+        out.append(text)
+    return "\n".join(out)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from recommender.catalog import load_catalog
+    from recommender.store import SqlStore, connect
+    from recommender.store.repository import HistoryFilter
+
+    gpu_model = args.gpu_model or ""
+    if gpu_model:  # an NVML name or a short one, as ListRecommendations resolves them
+        model = load_catalog(os.environ.get("RECOMMENDER_CATALOG_OVERRIDE")).resolve(gpu_model)
+        gpu_model = model.id if model else gpu_model
+    store = SqlStore(connect(_database_url(args)))
+    f = HistoryFilter(action_id=args.action or "", pool_id=args.pool or "", gpu_model=gpu_model,
+                      source=args.source or "", outcome=args.outcome or "",
+                      created_after=args.since, created_before=args.until)
+    try:
+        entries, token = store.list_history(f, args.limit, args.page_token or "")
+    except ValueError as e:
+        print(f"recommender history: {e}", file=sys.stderr)
+        return 2
+    rows = _history_rows(entries)
     if args.json:
         print(json.dumps(rows, indent=1))
-        return 0
-    cols = ["created_at", "action_id", "attempt", "gpu_model", "profile", "count", "slice_mib",
-            "source", "outcome", "peak_mib"]
-    widths = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in cols}
-    print("  ".join(c.upper().ljust(widths[c]) for c in cols))
-    for r in rows:
-        print("  ".join(str(r[c]).ljust(widths[c]) for c in cols))
+    elif args.csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=HISTORY_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in r.items()} for r in rows)
+    elif not rows:
+        print("no recommendations match" + (" on this page" if args.page_token else ""))
+    else:
+        colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        print(_history_table(rows, colour))
+        outcomes = Counter(OUTCOME_WORDS.get(r["outcome"] or "", "no outcome yet")
+                           for r in rows)
+        print(f"\n{len(rows)} recommendation{'s' if len(rows) != 1 else ''}, newest first: "
+              + ", ".join(f"{n} {k}" for k, n in outcomes.most_common())
+              + ". SLACK = (slice - peak) / slice, on fitted executions.")
     if token:
-        print("(more: raise --limit)", file=sys.stderr)
+        print(f"more: add --page-token {token}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from recommender.report import render_report
+    from recommender.store import SqlStore, connect
+
+    store = SqlStore(connect(_database_url(args)))
+    page = render_report(store, action_id=args.action or None, limit=args.limit,
+                         top_actions=args.top)
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)  # a reader never sees half a page
+    print(f"wrote {out} ({len(page.encode()) / 1024:,.0f} KiB); open it in a browser, "
+          "it needs no network")
     return 0
 
 
 def cmd_not_yet(args: argparse.Namespace) -> int:
-    issue = {"retrain": 3, "evaluate": 3, "report": 5}[args.command]
+    issue = {"evaluate": 3}[args.command]
     print(f"recommender {args.command}: not available in this version (tracked in issue "
           f"#{issue})", file=sys.stderr)
     return 2
@@ -131,6 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--catalog-override", default=None,
                        help="JSON file of MiB values, aliases or models measured on your nodes "
                        "(env RECOMMENDER_CATALOG_OVERRIDE)")
+    serve.add_argument("--admin-token", default=None,
+                       help="require 'authorization: Bearer <token>' on every Admin call (env "
+                       "RECOMMENDER_ADMIN_TOKEN; visible to `ps`, prefer --admin-token-file)")
+    serve.add_argument("--admin-token-file", default=None, metavar="PATH",
+                       help="read the admin token from a file, e.g. a mounted Kubernetes "
+                       "secret (env RECOMMENDER_ADMIN_TOKEN_FILE)")
     serve.set_defaults(fn=cmd_serve)
 
     mig = with_db(sub.add_parser("migrate", help="upgrade (or downgrade) the database schema"))
@@ -139,16 +307,54 @@ def build_parser() -> argparse.ArgumentParser:
                      help="downgrade to REVISION (e.g. base)")
     mig.set_defaults(fn=cmd_migrate)
 
-    hist = with_db(sub.add_parser("history", help="recommendations and how they turned out"))
-    hist.add_argument("--action", default=None)
+    hist = with_db(sub.add_parser(
+        "history", help="recommendations and how they turned out",
+        description="Recommendations, newest first, with their outcome once known. Times are "
+        "ISO (2025-01-31T12:00Z; naive means UTC) or a duration ago (30m, 24h, 7d)."))
+    hist.add_argument("--action", default=None, help="only this action_id")
+    hist.add_argument("--pool", default=None, help="only this pool_id")
+    hist.add_argument("--gpu-model", default=None,
+                      help="only this GPU model (canonical id or NVML name)")
+    hist.add_argument("--source", default=None,
+                      help="only this source (prior, history, model, ladder, fallback)")
     hist.add_argument("--outcome", choices=["fitted", "oom", "unknown"], default=None)
-    hist.add_argument("--limit", type=int, default=50)
-    hist.add_argument("--json", action="store_true")
+    hist.add_argument("--since", type=_when, default=None, metavar="TIME",
+                      help="created at or after TIME")
+    hist.add_argument("--until", type=_when, default=None, metavar="TIME",
+                      help="created before TIME")
+    hist.add_argument("--limit", type=_limit, default=50,
+                      help=f"rows per page (default 50, at most {HISTORY_MAX})")
+    hist.add_argument("--page-token", default=None,
+                      help="continue where the previous page ended (printed as 'more:')")
+    fmt = hist.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="a JSON list of rows")
+    fmt.add_argument("--csv", action="store_true", help="CSV with a header row")
     hist.set_defaults(fn=cmd_history)
 
-    for name, text in (("retrain", "fit and promote learned models"),
-                       ("report", "write the HTML report"),
-                       ("evaluate", "replay a trace against the baselines")):
+    rep = with_db(sub.add_parser(
+        "report", help="write the HTML report",
+        description="One self-contained HTML page (inline SVG charts, no network needed to "
+        "view it): peak memory against the recommended slice with OOMs, slack, use per pool "
+        "and GPU model, model versions; overall and per action."))
+    rep.add_argument("--out", default="report.html", help="the file to write (report.html)")
+    rep.add_argument("--action", default=None, help="only this action_id")
+    rep.add_argument("--limit", type=int, default=50_000,
+                     help="at most this many recent recommendations are read (50,000)")
+    rep.add_argument("--top", type=int, default=20,
+                     help="per-action sections for the N busiest actions (20)")
+    rep.set_defaults(fn=cmd_report)
+
+    ret = with_db(sub.add_parser(
+        "retrain", help="fit a memory model from recorded executions; promote it only if it "
+        "beats the serving version on the most recent executions (run it as a CronJob)"))
+    ret.add_argument("--quantile", type=float, default=config.MODEL_QUANTILE,
+                     help=f"quantile of per-worker peak memory to cover "
+                     f"({config.MODEL_QUANTILE})")
+    ret.add_argument("--catalog-override", default=None)
+    ret.add_argument("--quiet", action="store_true", help="no progress output")
+    ret.set_defaults(fn=cmd_retrain)
+
+    for name, text in (("evaluate", "replay a trace against the baselines"),):
         p = with_db(sub.add_parser(name, help=text))
         p.set_defaults(fn=cmd_not_yet)
     return parser
@@ -157,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level)
+    from recommender.auth import AuthConfigError
     from recommender.catalog import CatalogError
     from recommender.store import StoreUnavailable
 
@@ -164,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.fn(args))
     except CatalogError as e:
         print(f"catalog error: {e}", file=sys.stderr)
+        return 2
+    except AuthConfigError as e:
+        print(f"admin token: {e}", file=sys.stderr)
         return 2
     except StoreUnavailable as e:
         print(f"database unavailable: {e}", file=sys.stderr)

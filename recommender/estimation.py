@@ -104,19 +104,29 @@ class DeclaredPrior:
 
 @dataclass(frozen=True)
 class DecayedQuantile:
-    """A quantile of past per-worker peaks, recent executions weighing more."""
+    """A quantile of past per-worker peaks, recent executions weighing more.
+
+    Two decays multiply: by age (an action's behaviour drifts over days) and by rank among the
+    action's executions (the last few runs say most about the next one, however far apart they
+    ran: memory in GenTD26 grows within a pod's life, and a 4-execution half-life beats VPA's
+    24-hour one there on both OOMs and reserved memory).
+    """
 
     quantile: float = config.MEMORY_QUANTILE
     half_life: timedelta = config.HISTORY_HALF_LIFE
     min_weight: float = config.HISTORY_MIN_WEIGHT
+    half_life_executions: float = config.HISTORY_HALF_LIFE_EXECUTIONS
 
     def estimate(self, evidence: Evidence) -> Estimate | None:
-        samples = informative(evidence.samples)
+        samples = sorted(informative(evidence.samples), key=lambda s: s.at, reverse=True)
         if not samples:
             return None
         weights = [decay_weight(evidence.now - s.at, self.half_life) for s in samples]
         if sum(weights) < self.min_weight:
             return None
+        if self.half_life_executions > 0:
+            weights = [w * 0.5 ** (rank / self.half_life_executions)
+                       for rank, w in enumerate(weights)]
         value = weighted_quantile([sample_value(s) for s in samples], weights, self.quantile)
         ooms = sum(1 for s in samples if s.outcome is Outcome.OOM)
         return Estimate(
@@ -262,12 +272,16 @@ def default_estimator(model: Callable[[], MemoryModel | None] | None = None) -> 
     """The learned model when it applies; the history quantile when there is enough history;
     else the larger of the prior and the max of the few samples. A recent OOM is a floor."""
     prior = WithMargin(DeclaredPrior(), config.PRIOR_MARGIN)
-    history = WithMargin(DecayedQuantile(), config.HISTORY_MARGIN)
+    history = WithMargin(DecayedQuantile(config.MEMORY_QUANTILE, config.HISTORY_HALF_LIFE,
+                                         config.HISTORY_MIN_WEIGHT,
+                                         config.HISTORY_HALF_LIFE_EXECUTIONS),
+                         config.HISTORY_MARGIN)
     sparse = WithMargin(MaxOfSamples(), config.SPARSE_MARGIN)
     chain: tuple[Estimator, ...] = (history, LargerOf((prior, sparse)))
     if model is not None:
         chain = (Learned(model), *chain)
-    return WithMinimum(WithOomFloor(FirstOf(chain)))
+    return WithMinimum(WithOomFloor(FirstOf(chain), config.OOM_FLOOR_WINDOW),
+                       config.MIN_ESTIMATE_MIB)
 
 
 def mean_sm_utilisation(samples: Sequence[Sample], now: datetime) -> float | None:

@@ -8,6 +8,7 @@ import threading
 from concurrent import futures
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -16,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from recommender.auth import AdminTokenInterceptor
 from recommender.catalog import Catalog
 from recommender.engine import RecommenderEngine
 from recommender.service import AdminServicer, RecommenderServicer
@@ -38,10 +40,17 @@ class Running:
 
 
 def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", port: int = 0,
-          max_workers: int = 16) -> Running:
-    """Starts serving; port 0 picks a free one. Health says SERVING once it accepts calls."""
+          max_workers: int = 16, admin_token: str | None = None) -> Running:
+    """Starts serving; port 0 picks a free one. Health says SERVING once it accepts calls.
+
+    With `admin_token`, every Admin call needs metadata `authorization: Bearer <token>`
+    (UNAUTHENTICATED otherwise); the Recommender service, health and reflection stay open.
+    """
+    interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
+        [AdminTokenInterceptor(admin_token)] if admin_token else [])
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", 4 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
@@ -63,12 +72,14 @@ def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", po
     server.start()
     for name in ("", *SERVICES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("serving on %s:%d", host, bound)
+    log.info("serving on %s:%d; Admin calls %s", host, bound,
+             "need the admin token" if admin_token else "are open (no admin token configured)")
     return Running(server, bound, health_servicer)
 
 
-def serve_until_signalled(running: Running) -> None:
-    """Blocks until SIGTERM or SIGINT, then shuts down gracefully."""
+def shutdown_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT. Installed before serving starts, so a signal that
+    arrives while the server is still starting is not lost."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -77,6 +88,12 @@ def serve_until_signalled(running: Running) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def serve_until_signalled(running: Running, stop: threading.Event | None = None) -> None:
+    """Blocks until SIGTERM or SIGINT, then shuts down gracefully."""
+    stop = stop or shutdown_on_signals()
     stop.wait()
     running.stop()
     log.info("stopped")

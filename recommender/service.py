@@ -11,9 +11,10 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
@@ -27,6 +28,7 @@ from recommender.convert import (
     recommendation_to_pb,
     request_from_pb,
 )
+from recommender.domain import ModelVersion
 from recommender.engine import RecommenderEngine, UnknownRecommendation
 from recommender.policy import LadderExhausted, NoFit
 from recommender.store.database import StoreUnavailable
@@ -128,9 +130,14 @@ DEFAULT_PAGE = 50
 
 
 class AdminServicer(pb_grpc.AdminServicer):
-    def __init__(self, engine: RecommenderEngine, catalog: Catalog) -> None:
+    def __init__(self, engine: RecommenderEngine, catalog: Catalog,
+                 versions: ModelVersionSource | None = None) -> None:
         self.engine = engine
         self.catalog = catalog
+        # The engine's store is a SqlStore in production; a test double may lack versions.
+        store = engine.store
+        self.versions = versions if versions is not None else (
+            store if isinstance(store, ModelVersionSource) else None)
 
     def ListRecommendations(self, request: pb.ListRecommendationsRequest,
                             context: grpc.ServicerContext) -> pb.ListRecommendationsResponse:
@@ -175,5 +182,38 @@ class AdminServicer(pb_grpc.AdminServicer):
 
     def ListModelVersions(self, request: pb.ListModelVersionsRequest,
                           context: grpc.ServicerContext) -> pb.ListModelVersionsResponse:
-        # No learned model versions exist before the retraining job (issue #3) lands.
-        return handle("ListModelVersions", context, {}, pb.ListModelVersionsResponse)
+        def run() -> pb.ListModelVersionsResponse:
+            versions = self.versions.list_model_versions() if self.versions else []
+            return pb.ListModelVersionsResponse(
+                model_versions=[model_version_to_pb(v) for v in versions])
+
+        return handle("ListModelVersions", context, {}, run)
+
+
+@runtime_checkable
+class ModelVersionSource(Protocol):
+    """Where learned model versions are read from (SqlStore)."""
+
+    def list_model_versions(self, kind: str = "") -> list[ModelVersion]: ...
+
+
+def _timestamp(dt: datetime) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(dt.astimezone(UTC))
+    return ts
+
+
+def model_version_to_pb(v: ModelVersion) -> pb.ModelVersion:
+    out = pb.ModelVersion(
+        version=v.version,
+        created_at=_timestamp(v.created_at),
+        serving=v.serving,
+        promoted=v.promoted,
+        metrics=dict(v.metrics),
+        reason=v.reason,
+    )
+    if v.training_window_start is not None:
+        out.training_window_start.CopyFrom(_timestamp(v.training_window_start))
+    if v.training_window_end is not None:
+        out.training_window_end.CopyFrom(_timestamp(v.training_window_end))
+    return out

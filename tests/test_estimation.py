@@ -77,9 +77,20 @@ def test_oom_is_a_censored_sample_above_its_slice() -> None:
     assert oom_bumped(10000) == pytest.approx(12000)
     assert oom_bumped(100) == pytest.approx(200)  # +100 MiB dominates on tiny slices
     assert oom_bumped(10000, peak_mib=15000) == 15000
-    samples = [ok(3000) for _ in range(9)] + [oom(4864)]
+    samples = [ok(3000, hours_ago=2 + i) for i in range(9)] + [oom(4864, hours_ago=1)]
     e = DecayedQuantile(quantile=0.95).estimate(Evidence(NOW, samples))
     assert e is not None and e.mib > 4864
+
+
+def test_the_last_executions_weigh_most() -> None:
+    """Memory that grew recently wins over a long, older history at the old level."""
+    old = [ok(3000, hours_ago=10 + i) for i in range(20)]
+    new = [ok(6000, hours_ago=1 + i) for i in range(4)]
+    e = DecayedQuantile(quantile=0.8, half_life_executions=4).estimate(Evidence(NOW, old + new))
+    assert e is not None and e.mib == 6000
+    flat = DecayedQuantile(quantile=0.8, half_life_executions=0).estimate(
+        Evidence(NOW, old + new))
+    assert flat is not None and flat.mib == 3000
 
 
 def test_failed_and_cancelled_runs_say_nothing_about_memory() -> None:
@@ -89,11 +100,11 @@ def test_failed_and_cancelled_runs_say_nothing_about_memory() -> None:
 
 
 def test_recent_oom_is_a_hard_floor_even_among_many_successes() -> None:
-    samples = [ok(3000) for _ in range(60)] + [oom(4864)]
+    samples = [ok(3000, hours_ago=0.5) for _ in range(60)] + [oom(4864, hours_ago=0.9)]
     e = WithOomFloor(DecayedQuantile()).estimate(Evidence(NOW, samples))
     assert e is not None and e.mib > 4864 and e.hard_floor_mib > 4864
     # Outside the window it is just one censored sample among many.
-    old = [ok(3000) for _ in range(60)] + [oom(4864, hours_ago=24 * 30)]
+    old = [ok(3000, hours_ago=0.5) for _ in range(60)] + [oom(4864, hours_ago=24 * 30)]
     e = WithOomFloor(DecayedQuantile()).estimate(Evidence(NOW, old))
     assert e is not None and e.mib == 3000
 
@@ -121,7 +132,7 @@ def test_default_chain_prior_then_sparse_then_history() -> None:
     many = [ok(3000 + i) for i in range(30)]
     hist = est.estimate(Evidence(NOW, many, declared_mib=7500))
     assert hist is not None and hist.source == HISTORY and hist.quantile == config.MEMORY_QUANTILE
-    assert 3000 * 1.1 <= hist.mib <= 3030 * 1.1
+    assert 3000 * (1 + config.HISTORY_MARGIN) <= hist.mib <= 3030 * (1 + config.HISTORY_MARGIN)
     assert hist.source != FALLBACK
 
 

@@ -10,6 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from sqlalchemy import func, select
 
+from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender.store.models import ExecutionRow, RecommendationRow
 from tests.conftest import Live
@@ -61,8 +62,8 @@ def test_worked_example_end_to_end(live: Live) -> None:
         assert not resp.duplicate
     h = live.recommender.Recommend(request("act", workers=2, declared=7500))
     assert (h.profile.name, h.count, h.source) == ("1g.5gb", 2, "history")
-    assert h.quantile == pytest.approx(0.95)
-    assert "p95" in h.reason
+    assert h.quantile == pytest.approx(config.MEMORY_QUANTILE)
+    assert f"p{config.MEMORY_QUANTILE * 100:g} of" in h.reason
 
 
 def test_rungs_are_stored_with_their_attempt_and_a_retry_gets_the_same_rung(live: Live) -> None:

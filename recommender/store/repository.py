@@ -392,6 +392,99 @@ class SqlStore:
 
         return self._run(q)
 
+    # --- report (read-only, bounded) -------------------------------------------------
+
+    def count_recommendations(self, action_id: str = "") -> int:
+        """How many recommendations are stored (for one action when given)."""
+        from sqlalchemy import func
+
+        stmt = select(func.count()).select_from(RecommendationRow)
+        if action_id:
+            stmt = stmt.where(RecommendationRow.action_id == action_id)
+        return self._run(lambda s: int(s.execute(stmt).scalar_one()))
+
+    def recent_with_executions(
+        self, limit: int, action_id: str = "", chunk: int = 900
+    ) -> Iterator[tuple[StoredRecommendation, Execution | None]]:
+        """The `limit` most recent recommendations, newest first, each with its execution.
+
+        For reports: only the columns a summary needs are read, so the recommendations come
+        without their reason, resources and ladder, and the executions without features.
+        Read `chunk` rows at a time, each chunk in its own short transaction, keyset-paginated
+        on (created_at, id) like list_history. When the runner reported several executions
+        for one recommendation, the one that ended last is given.
+        """
+        r, x = RecommendationRow, ExecutionRow
+        rec_cols = (r.id, r.created_at, r.action_id, r.execution_id, r.parent_id, r.attempt,
+                    r.pool_id, r.gpu_model, r.profile, r.profile_memory_mib, r.compute_slices,
+                    r.memory_slices, r.whole_gpu, r.count, r.node_id, r.predicted_peak_mib,
+                    r.quantile, r.source, r.model_version, r.oom_at, r.oom_observed_peak_mib)
+        ex_cols = (x.execution_id, x.action_id, x.recommendation_id, x.gpu_model, x.profile,
+                   x.slice_memory_mib, x.count, x.peak_memory_mib, x.sm_utilization,
+                   x.duration_s, x.throughput, x.outcome, x.ended_at, x.started_at)
+        cursor: tuple[datetime, str] | None = None
+        left = limit
+        while left > 0:
+            size = min(chunk, left)
+
+            def q(s: Session, cursor: tuple[datetime, str] | None = cursor, size: int = size
+                  ) -> list[tuple[StoredRecommendation, Execution | None]]:
+                stmt = select(*rec_cols)
+                if action_id:
+                    stmt = stmt.where(r.action_id == action_id)
+                if cursor:
+                    created, rec_id = cursor
+                    stmt = stmt.where(or_(r.created_at < created,
+                                          and_(r.created_at == created, r.id < rec_id)))
+                recs = s.execute(
+                    stmt.order_by(r.created_at.desc(), r.id.desc()).limit(size)
+                ).all()
+                latest: dict[str, Execution] = {}
+                if recs:
+                    for e in s.execute(
+                        select(*ex_cols).where(x.recommendation_id.in_([row.id for row in recs]))
+                        .order_by(x.ended_at, x.execution_id)
+                    ):
+                        latest[e.recommendation_id] = Execution(
+                            execution_id=e.execution_id, action_id=e.action_id,
+                            recommendation_id=e.recommendation_id, gpu_model=e.gpu_model,
+                            profile=e.profile, slice_memory_mib=e.slice_memory_mib,
+                            count=int(e._mapping["count"]),  # Row.count is tuple.count
+                            peak_memory_mib=e.peak_memory_mib, sm_utilization=e.sm_utilization,
+                            duration_s=e.duration_s, throughput=e.throughput,
+                            outcome=Outcome(e.outcome), ended_at=_utc(e.ended_at),
+                            started_at=_utc(e.started_at) if e.started_at else None,
+                        )
+                out: list[tuple[StoredRecommendation, Execution | None]] = []
+                for row in recs:
+                    profile = MigProfile(
+                        name=row.profile, compute_slices=row.compute_slices,
+                        memory_slices=row.memory_slices, memory_mib=row.profile_memory_mib,
+                        max_count=0, placement=None, whole_gpu=row.whole_gpu)
+                    decision = Decision(
+                        rung=Rung(pool_id=row.pool_id, gpu_model=row.gpu_model, profile=profile,
+                                  count=int(row._mapping["count"]), resources={},
+                                  node_id=row.node_id),
+                        predicted_peak_mib=row.predicted_peak_mib, quantile=row.quantile,
+                        source=row.source, reason="", ladder=(),
+                        model_version=row.model_version, attempt=row.attempt)
+                    rec = StoredRecommendation(
+                        id=row.id, created_at=_utc(row.created_at), action_id=row.action_id,
+                        execution_id=row.execution_id, decision=decision,
+                        parent_id=row.parent_id,
+                        oom_at=_utc(row.oom_at) if row.oom_at else None,
+                        oom_observed_peak_mib=row.oom_observed_peak_mib)
+                    out.append((rec, latest.get(row.id)))
+                return out
+
+            rows = self._run(q)
+            yield from rows
+            if len(rows) < size:
+                return
+            left -= len(rows)
+            last = rows[-1][0]
+            cursor = (last.created_at, last.id)
+
 
 def _to_version(row: ModelVersionRow, *, with_params: bool) -> ModelVersion:
     return ModelVersion(
