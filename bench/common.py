@@ -1,0 +1,342 @@
+"""Shared pieces: statistics, plain-text tables, throwaway databases, a server in a child process.
+
+The server under test runs in its own process (spawned, not forked), so the benchmark's client
+threads do not compete with it for one interpreter lock; both still share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+TRIVIAL_METHOD = "/bench.Trivial/Echo"
+SERVER_LIFETIME_S = 900.0
+"""A benchmark server child exits on its own after this long, whatever the parent does."""
+
+
+# --- statistics and tables -------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain-text table, numbers right-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    numeric = [all(_is_number(row[i]) for row in rows) if rows else False
+               for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    out = [line(list(headers)), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        if v != v:  # NaN
+            return "-"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        if abs(v) >= 10:
+            return f"{v:.1f}"
+        return f"{v:.2f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def verdict(ok: bool) -> str:
+    return "meets" if ok else "MISSES"
+
+
+# --- databases ---------------------------------------------------------------------------
+
+
+def postgres_reachable(url: str) -> str | None:
+    """None when PostgreSQL answers at `url`, else why not."""
+    from sqlalchemy import create_engine, text
+
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": 2})
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return None
+    except Exception as e:
+        return f"{type(e).__name__}: {e}".splitlines()[0]
+
+
+@contextmanager
+def fresh_database(url: str | None) -> Iterator[str]:
+    """A migrated, empty database for one run: a SQLite file in a temp dir when `url` is None,
+    else a new PostgreSQL database next to `url`'s (created and dropped, as the tests do)."""
+    from sqlalchemy import create_engine, make_url, text
+
+    from recommender.store import connect, migrate
+
+    if url is None or make_url(url).get_backend_name() == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+            db_url = url or f"sqlite:///{Path(tmp) / 'bench.db'}"
+            engine = connect(db_url)
+            migrate(engine)
+            engine.dispose()
+            yield db_url
+        return
+    name = f"intelliscale_bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    db_url = make_url(url).set(database=name).render_as_string(hide_password=False)
+    try:
+        engine = connect(db_url)
+        migrate(engine)
+        engine.dispose()
+        yield db_url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+            ), {"n": name})
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+def describe_url(url: str) -> str:
+    from sqlalchemy import make_url
+
+    u = make_url(url)
+    return f"{u.get_backend_name()} ({u.database})"
+
+
+# --- the server under test ---------------------------------------------------------------
+
+
+def build_server(database_url: str, *, max_workers: int = 16) -> tuple[grpc.Server, int]:
+    """The real servicers and a trivial echo handler on one grpc.Server.
+
+    Same thread pool and options as recommender.server.start (no admin token, so no
+    interceptors), so the two handlers share every layer except the work behind them.
+    """
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+    from recommender.catalog import load_catalog
+    from recommender.engine import RecommenderEngine
+    from recommender.service import AdminServicer, RecommenderServicer
+    from recommender.store import SqlStore, connect
+
+    catalog = load_catalog()
+    engine = RecommenderEngine(SqlStore(connect(database_url)))
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
+        options=[
+            ("grpc.max_receive_message_length", 4 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    pb_grpc.add_RecommenderServicer_to_server(RecommenderServicer(engine, catalog), server)
+    pb_grpc.add_AdminServicer_to_server(AdminServicer(engine, catalog), server)
+
+    def echo(request: Any, _context: grpc.ServicerContext) -> Any:
+        return request
+
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Trivial", {
+        "Echo": grpc.unary_unary_rpc_method_handler(
+            echo,
+            request_deserializer=pb.RecommendRequest.FromString,
+            response_serializer=pb.RecommendRequest.SerializeToString,
+        ),
+    }),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    if port == 0:
+        raise OSError("cannot bind 127.0.0.1")
+    server.start()
+    return server, port
+
+
+def _child(database_url: str, conn: Connection) -> None:
+    """Child process: serve until told to stop (or SERVER_LIFETIME_S), answer CPU-time asks."""
+    # As `recommender serve` does: access lines at INFO, here written to /dev/null, so the
+    # cost of formatting them is part of what is measured.
+    sink = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    logging.basicConfig(level=logging.INFO, stream=sink,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    server, port = build_server(database_url)
+    conn.send(port)
+    deadline = time.monotonic() + SERVER_LIFETIME_S
+    try:
+        while time.monotonic() < deadline:
+            if not conn.poll(1.0):
+                continue
+            msg = conn.recv()
+            if msg == "cpu":
+                conn.send(time.process_time())
+            elif msg == "stop":
+                break
+    except EOFError:
+        pass
+    finally:
+        server.stop(1).wait(5)
+
+
+@dataclass
+class ServerProcess:
+    """The server under test in a spawned child process."""
+
+    database_url: str
+    port: int = 0
+    _proc: Any = None
+    _conn: Connection | None = None
+
+    def __enter__(self) -> ServerProcess:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_child, args=(self.database_url, child), daemon=True)
+        self._proc.start()
+        self._conn = parent
+        if not parent.poll(60):
+            self._proc.kill()
+            raise RuntimeError("benchmark server did not start within 60 s")
+        self.port = int(parent.recv())
+        return self
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system, all threads) the server process has used so far."""
+        assert self._conn is not None
+        self._conn.send("cpu")
+        if not self._conn.poll(10):
+            raise RuntimeError("benchmark server did not answer")
+        return float(self._conn.recv())
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._conn is not None:
+            with suppress(BrokenPipeError, OSError):
+                self._conn.send("stop")
+        if self._proc is not None:
+            self._proc.join(10)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(5)
+
+
+# --- closed-loop load ---------------------------------------------------------------------
+
+
+@dataclass
+class LoadResult:
+    latencies_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    codes: Counter[str] = field(default_factory=Counter)
+    notes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def calls(self) -> int:
+        return len(self.latencies_ms)
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.seconds if self.seconds else float("nan")
+
+
+Call = Callable[[], Any]
+Check = Callable[[Any], str | None]
+
+
+def closed_loop(make_call: Callable[[], tuple[Call, Callable[[], None]]], callers: int,
+                seconds: float, *, check: Check | None = None, max_calls: int = 10_000_000,
+                warmup: int = 5) -> LoadResult:
+    """`callers` threads each call back-to-back for `seconds` (and at most `max_calls` in all).
+
+    `make_call` gives each thread its own call and a close function (its own channel). Each
+    thread warms up with `warmup` calls first. `check` may return a note for an answer (counted).
+    """
+    result = LoadResult()
+    lock = threading.Lock()
+    ready = threading.Barrier(callers + 1, timeout=60)
+    go = threading.Event()
+    per_thread_cap = max(1, max_calls // callers)
+    stop_at = [0.0]
+
+    def worker() -> None:
+        call, close = make_call()
+        lat: list[float] = []
+        codes: Counter[str] = Counter()
+        notes: Counter[str] = Counter()
+        try:
+            for _ in range(warmup):
+                with suppress(grpc.RpcError):
+                    call()
+            ready.wait()
+            go.wait(60)
+            end = stop_at[0]
+            while len(lat) < per_thread_cap:
+                t0 = time.perf_counter()
+                if t0 >= end:
+                    break
+                try:
+                    answer = call()
+                    codes["OK"] += 1
+                    if check is not None and (note := check(answer)):
+                        notes[note] += 1
+                except grpc.RpcError as e:
+                    codes[e.code().name] += 1
+                lat.append((time.perf_counter() - t0) * 1000)
+        finally:
+            close()
+            with lock:
+                result.latencies_ms += lat
+                result.codes += codes
+                result.notes += notes
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(callers)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    start = time.perf_counter()
+    stop_at[0] = start + seconds
+    go.set()
+    for t in threads:
+        t.join(seconds + 60)
+    result.seconds = time.perf_counter() - start
+    return result
