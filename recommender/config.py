@@ -80,6 +80,7 @@ MAX_GPUS_PER_NODE = 16
 MAX_WORKERS = 1024
 MAX_FEATURES = 64
 MAX_STRING = 256
+MAX_MEMORY_MIB = 2**24
 """Input limits: beyond these a request is a bug or an attack, not a workload."""
 
 # --- throughput -------------------------------------------------------------------------

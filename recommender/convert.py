@@ -27,6 +27,7 @@ from recommender.domain import (
     Strategy,
 )
 from recommender.placement import GpuState
+from recommender.store.repository import HistoryFilter
 
 
 class InvalidArgument(ValueError):
@@ -48,12 +49,16 @@ OUTCOMES = {
 OUTCOME_TO_PB = {v: k for k, v in OUTCOMES.items()}
 
 
-def _text(value: str, field: str, *, required: bool = True) -> str:
+def _text(value: str, field: str, *, required: bool = True,
+          max_length: int = config.MAX_STRING) -> str:
     value = value.strip()
     if required and not value:
         raise InvalidArgument(f"{field}: required")
-    if len(value) > config.MAX_STRING:
-        raise InvalidArgument(f"{field}: longer than {config.MAX_STRING} characters")
+    if len(value) > max_length:
+        raise InvalidArgument(f"{field}: longer than {max_length} characters")
+    if "\x00" in value:
+        # PostgreSQL text cannot hold NUL; no id or name needs one.
+        raise InvalidArgument(f"{field}: contains a NUL character")
     return value
 
 
@@ -166,8 +171,9 @@ def request_from_pb(catalog: Catalog, m: pb.RecommendRequest) -> Request:
     if m.max_workers < 0 or m.max_workers > config.MAX_WORKERS:
         raise InvalidArgument(
             f"max_workers: must be between 0 and {config.MAX_WORKERS}, got {m.max_workers}")
-    if m.declared_memory_mib < 0:
-        raise InvalidArgument(f"declared_memory_mib: must be >= 0, got {m.declared_memory_mib}")
+    if not 0 <= m.declared_memory_mib <= config.MAX_MEMORY_MIB:
+        raise InvalidArgument(f"declared_memory_mib: must be between 0 and "
+                              f"{config.MAX_MEMORY_MIB} (16 TiB), got {m.declared_memory_mib}")
     return Request(
         action_id=action_id,
         execution_id=execution_id,
@@ -181,8 +187,11 @@ def request_from_pb(catalog: Catalog, m: pb.RecommendRequest) -> Request:
     )
 
 
-def _time(ts: Timestamp) -> datetime:
-    return ts.ToDatetime(tzinfo=UTC)
+def _time(ts: Timestamp, field: str) -> datetime:
+    try:
+        return ts.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as e:
+        raise InvalidArgument(f"{field}: {e}") from e
 
 
 def _timestamp(dt: datetime) -> Timestamp:
@@ -201,19 +210,21 @@ def execution_from_pb(catalog: Catalog, m: pb.ExecutionRecord, now: datetime) ->
     if m.outcome not in OUTCOMES:
         raise InvalidArgument("outcome: required, one of OUTCOME_SUCCEEDED, OUTCOME_OOM, "
                               "OUTCOME_FAILED, OUTCOME_CANCELLED")
-    started = _time(m.started_at) if m.HasField("started_at") else None
-    ended = _time(m.ended_at) if m.HasField("ended_at") else now
+    started = _time(m.started_at, "started_at") if m.HasField("started_at") else None
+    ended = _time(m.ended_at, "ended_at") if m.HasField("ended_at") else now
     if started and started > ended:
         raise InvalidArgument("started_at: after ended_at")
     return Execution(
         execution_id=execution_id,
         action_id=action_id,
-        recommendation_id=_text(m.recommendation_id, "recommendation_id", required=False),
+        recommendation_id=_text(m.recommendation_id, "recommendation_id", required=False,
+                                max_length=RECOMMENDATION_ID_LENGTH),
         gpu_model=model.id,
         profile=profile.name,
         slice_memory_mib=profile.memory_mib,
         count=max(m.count, 1),
-        peak_memory_mib=_number(m.peak_memory_mib, "peak_memory_mib"),
+        peak_memory_mib=_number(m.peak_memory_mib, "peak_memory_mib",
+                                high=config.MAX_MEMORY_MIB),
         sm_utilization=_number(m.sm_utilization, "sm_utilization", high=100.0),
         duration_s=_number(m.duration_s, "duration_s"),
         throughput=_number(m.throughput, "throughput"),
@@ -224,10 +235,49 @@ def execution_from_pb(catalog: Catalog, m: pb.ExecutionRecord, now: datetime) ->
     )
 
 
+RECOMMENDATION_ID_LENGTH = 36
+"""Recommendation ids are UUIDs; a longer one was not issued here."""
+
+OUTCOME_FILTERS = {
+    pb.OUTCOME_FILTER_UNSPECIFIED: "",
+    pb.OUTCOME_FILTER_FITTED: "fitted",
+    pb.OUTCOME_FILTER_OOM: "oom",
+    pb.OUTCOME_FILTER_UNKNOWN: "unknown",
+}
+MAX_PAGE = 1000
+DEFAULT_PAGE = 50
+
+
+def history_query_from_pb(catalog: Catalog, m: pb.ListRecommendationsRequest
+                          ) -> tuple[HistoryFilter, int, str]:
+    """The filter, page size and page token of a ListRecommendations request."""
+    if m.page_size < 0:
+        raise InvalidArgument("page_size: must be >= 0")
+    if m.outcome not in OUTCOME_FILTERS:
+        raise InvalidArgument("outcome: unknown filter")
+    gpu_model = _text(m.gpu_model, "gpu_model", required=False)
+    if gpu_model and (model := catalog.resolve(gpu_model)) is not None:
+        gpu_model = model.id
+    f = HistoryFilter(
+        action_id=_text(m.action_id, "action_id", required=False),
+        pool_id=_text(m.pool_id, "pool_id", required=False),
+        gpu_model=gpu_model,
+        source=_text(m.source, "source", required=False),
+        outcome=OUTCOME_FILTERS[m.outcome],
+        created_after=_time(m.created_after, "created_after")
+        if m.HasField("created_after") else None,
+        created_before=_time(m.created_before, "created_before")
+        if m.HasField("created_before") else None,
+    )
+    token = _text(m.page_token, "page_token", required=False, max_length=1024)
+    return f, min(m.page_size or DEFAULT_PAGE, MAX_PAGE), token
+
+
 def next_after_oom_from_pb(m: pb.NextAfterOomRequest) -> tuple[str, float]:
     return (
         _text(m.recommendation_id, "recommendation_id"),
-        _number(m.observed_peak_memory_mib, "observed_peak_memory_mib"),
+        _number(m.observed_peak_memory_mib, "observed_peak_memory_mib",
+                high=config.MAX_MEMORY_MIB),
     )
 
 

@@ -88,6 +88,8 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     best: tuple[tuple[int, int], Node] | None = None
     scored = 0
     for node in nodes:
+        if _room_at_most(node, profile, units) < count:
+            continue  # cannot fit even ignoring overlaps between the new instances
         try:
             if profile.whole_gpu:
                 found = place_whole_gpus(count, node.gpus)
@@ -117,6 +119,25 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     return best[1].node_id, len(best[1].gpus), ""
 
 
+def _room_at_most(node: Node, profile: MigProfile, units: int) -> int:
+    """An upper bound on how many `profile` instances the node can take: free legal starts
+    (capped by the profile's count per GPU and by the free units), summed over its GPUs."""
+    if profile.whole_gpu:
+        return sum(1 for g in node.gpus if g.idle)
+    rule = profile.placement
+    if rule is None:
+        return 0
+    room = 0
+    for gpu in node.gpus:
+        used = 0
+        for start, size in gpu.occupied:
+            used |= ((1 << size) - 1) << start
+        free_units = units - used.bit_count()
+        starts = sum(1 for st in rule.starts if not used & (((1 << rule.size) - 1) << st))
+        room += min(starts, profile.max_count, free_units // rule.size)
+    return room
+
+
 def eligible_pools(request: Request) -> list[tuple[int, Pool]]:
     if not request.needs_peer_to_peer:
         return list(enumerate(request.pools))
@@ -142,9 +163,20 @@ def _rung(option: Option, count: int) -> Rung:
     )
 
 
-def _option(index: int, pool: Pool, profile: MigProfile, count: int
+Memo = dict[tuple[str, str, int], tuple[str | None, int, str]]
+
+
+def _option(index: int, pool: Pool, profile: MigProfile, count: int, memo: Memo | None = None
             ) -> tuple[Option | None, str]:
-    node_id, gpus, why = find_node(pool, profile, count)
+    """A placeable option, or why not. `memo` (one per request) spares repeated searches:
+    the fit, the fallback and the ladder ask about the same (pool, profile, count)."""
+    key = (pool.pool_id, profile.name, count)
+    if memo is not None and key in memo:
+        node_id, gpus, why = memo[key]
+    else:
+        node_id, gpus, why = find_node(pool, profile, count)
+        if memo is not None:
+            memo[key] = (node_id, gpus, why)
     if node_id is None:
         return None, why
     return Option(index, pool, profile, node_id, gpus), ""
@@ -158,7 +190,8 @@ class _Choice:
 
 
 def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | None,
-                curve: ThroughputCurve, sm_hungry: bool) -> tuple[_Choice | None, str]:
+                curve: ThroughputCurve, sm_hungry: bool, memo: Memo
+                ) -> tuple[_Choice | None, str]:
     """The fitting (pool, profile, count) with fewest GPU slices that meets the target.
 
     Cost is compute slices x count, then memory x count. When no option meets the target
@@ -178,14 +211,14 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
                 continue
             count = max(low, math.ceil(target / per_worker - 1e-9))
             if count <= high:
-                option, _ = _option(index, pool, profile, count)
+                option, _ = _option(index, pool, profile, count, memo)
                 if option is not None:
                     cost = (profile.compute_slices * count, profile.memory_mib * count, index)
                     meeting.append((cost, _Choice(option, count, per_worker * count)))
                     continue
             # Best reachable: the most workers that can be placed, up to max_workers.
             for n in range(min(count, high), low - 1, -1):
-                option, _ = _option(index, pool, profile, n)
+                option, _ = _option(index, pool, profile, n, memo)
                 if option is not None:
                     key = (-per_worker * n, profile.compute_slices * n, index)
                     reachable.append((key, _Choice(option, n, per_worker * n)))
@@ -208,6 +241,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     """
     count = max(request.workers, 1)
     pools = eligible_pools(request)
+    memo: Memo = {}
     fitting: list[tuple[float, int, int, Option]] = []
     largest: list[tuple[int, int, Option]] = []
     reasons: dict[str, str] = {}
@@ -219,13 +253,13 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             assert need is not None
             if profile.memory_mib < need:
                 continue
-            option, why = _option(index, pool, profile, count)
+            option, why = _option(index, pool, profile, count, memo)
             if option is not None:
                 waste = (profile.memory_mib - need) * count
                 fitting.append((waste, profile.compute_slices * count, index, option))
                 break
         for profile in reversed(profiles):
-            option, why = _option(index, pool, profile, count)
+            option, why = _option(index, pool, profile, count, memo)
             if option is not None:
                 largest.append((profile.memory_mib, -index, option))
                 break
@@ -258,10 +292,12 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         else:
             # Slices must still hold the memory: the target search starts from the same need.
             target_need = need if fitting else None
-            choice, shortfall = _for_target(request, pools, target_need, curve, sm_hungry)
+            choice, shortfall = _for_target(request, pools, target_need, curve, sm_hungry,
+                                            memo)
             if choice is not None:
                 chosen, count, throughput = choice.option, choice.count, choice.throughput
-                notes = [
+                notes = [] if fitting else notes  # keep "the estimate exceeds every slice"
+                notes += [
                     f"fewest GPU slices for {request.target_throughput:,.1f} items/s: "
                     f"{count} x {throughput / count:,.1f} items/s predicted "
                     f"({curve.describe()})"
@@ -283,12 +319,13 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         quantile=estimate.quantile if estimate else 0.0,
         source=estimate.source if estimate else FALLBACK,
         reason=reason,
-        ladder=build_ladder([p for _, p in pools], rung),
+        ladder=build_ladder([p for _, p in pools], rung, memo),
         predicted_throughput=throughput,
     )
 
 
-def build_ladder(pools: Sequence[Pool], start: Rung) -> tuple[Rung, ...]:
+def build_ladder(pools: Sequence[Pool], start: Rung, memo: Memo | None = None
+                 ) -> tuple[Rung, ...]:
     """Rungs with strictly more memory per slice and the same count (DESIGN.md section 2).
 
     A bigger slice on the same pool (skipping profiles that add no memory), then a whole card
@@ -302,7 +339,7 @@ def build_ladder(pools: Sequence[Pool], start: Rung) -> tuple[Rung, ...]:
     start_index, start_pool = by_id[start.pool_id]
 
     def placeable(index: int, pool: Pool, profile: MigProfile) -> Option | None:
-        return _option(index, pool, profile, count)[0]
+        return _option(index, pool, profile, count, memo)[0]
 
     for profile in candidate_profiles(start_pool):
         if profile.memory_mib > last and (opt := placeable(start_index, start_pool, profile)):

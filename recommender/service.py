@@ -24,6 +24,7 @@ from recommender.convert import (
     execution_from_pb,
     gpu_model_to_pb,
     history_entry_to_pb,
+    history_query_from_pb,
     next_after_oom_from_pb,
     recommendation_to_pb,
     request_from_pb,
@@ -32,7 +33,6 @@ from recommender.domain import ModelVersion
 from recommender.engine import RecommenderEngine, UnknownRecommendation
 from recommender.policy import LadderExhausted, NoFit
 from recommender.store.database import StoreUnavailable
-from recommender.store.repository import HistoryFilter
 
 access_log = logging.getLogger("recommender.access")
 log = logging.getLogger(__name__)
@@ -119,14 +119,6 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
         return handle("RecordExecution", context, ids, run)
 
 
-OUTCOME_FILTERS = {
-    pb.OUTCOME_FILTER_UNSPECIFIED: "",
-    pb.OUTCOME_FILTER_FITTED: "fitted",
-    pb.OUTCOME_FILTER_OOM: "oom",
-    pb.OUTCOME_FILTER_UNKNOWN: "unknown",
-}
-MAX_PAGE = 1000
-DEFAULT_PAGE = 50
 
 
 class AdminServicer(pb_grpc.AdminServicer):
@@ -142,28 +134,9 @@ class AdminServicer(pb_grpc.AdminServicer):
     def ListRecommendations(self, request: pb.ListRecommendationsRequest,
                             context: grpc.ServicerContext) -> pb.ListRecommendationsResponse:
         def run() -> pb.ListRecommendationsResponse:
-            if request.page_size < 0:
-                raise InvalidArgument("page_size: must be >= 0")
-            if request.outcome not in OUTCOME_FILTERS:
-                raise InvalidArgument("outcome: unknown filter")
-            gpu_model = ""
-            if request.gpu_model:
-                model = self.catalog.resolve(request.gpu_model)
-                gpu_model = model.id if model else request.gpu_model
-            f = HistoryFilter(
-                action_id=request.action_id,
-                pool_id=request.pool_id,
-                gpu_model=gpu_model,
-                source=request.source,
-                outcome=OUTCOME_FILTERS[request.outcome],
-                created_after=request.created_after.ToDatetime(tzinfo=UTC)
-                if request.HasField("created_after") else None,
-                created_before=request.created_before.ToDatetime(tzinfo=UTC)
-                if request.HasField("created_before") else None,
-            )
-            size = min(request.page_size or DEFAULT_PAGE, MAX_PAGE)
+            f, size, page_token = history_query_from_pb(self.catalog, request)
             try:
-                entries, token = self.engine.store.list_history(f, size, request.page_token)
+                entries, token = self.engine.store.list_history(f, size, page_token)
             except ValueError as e:
                 if isinstance(e, InvalidArgument):
                     raise

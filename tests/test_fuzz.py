@@ -18,9 +18,10 @@ through a real server on a loopback port. Properties:
 Most examples run against one SQLite-backed server per module (fast); one test runs the same
 properties through tests/conftest.py's `live` fixture, i.e. on SQLite and on PostgreSQL.
 
-Inputs that hit known bugs are kept out of the generators (timestamps stay in the range
+Inputs that once hit bugs are kept out of the generators (timestamps stay in the range
 protobuf accepts; the PostgreSQL run has no NUL characters and recommendation ids of at most
-36 characters) and each bug has its own test below, marked xfail(strict=True) with "BUG:".
+36 characters); each of those bugs has its own regression test below. The one still open is
+marked xfail(strict=True) with "BUG:".
 """
 
 from __future__ import annotations
@@ -440,7 +441,7 @@ def check_recommendation(req: pb.RecommendRequest, r: pb.Recommendation) -> None
 
 def check_next(parent: pb.Recommendation, peak: float, code: grpc.StatusCode,
                child: pb.Recommendation | None) -> None:
-    if not math.isfinite(peak) or peak < 0:
+    if not math.isfinite(peak) or peak < 0 or peak > config.MAX_MEMORY_MIB:
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         return
     need = max(float(parent.profile.memory_mib), peak)
@@ -748,7 +749,7 @@ def test_undecodable_bytes_leave_the_server_serving(fuzz: Live) -> None:
     assert ok.stored
 
 
-# --- known bugs (each xfail strict: it fails today; fixing it makes it pass) ------------------
+# --- regression tests for the bugs fuzzing found; xfail(strict) where still open -------------
 
 
 @pytest.mark.xfail(strict=True, reason="BUG: gRPC-python answers INTERNAL 'Exception "
@@ -771,10 +772,6 @@ def _record(**kw: Any) -> pb.ExecutionRecord:
     return pb.ExecutionRecord(**fields)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a Timestamp outside 0001..9999 or with nanos "
-                   "outside 0..999,999,999 makes Timestamp.ToDatetime raise ValueError in "
-                   "convert.execution_from_pb / service.ListRecommendations: INTERNAL instead "
-                   "of INVALID_ARGUMENT")
 @pytest.mark.parametrize(("rpc", "message"), [
     ("RecordExecution", _record(started_at=_bad_ts(10**12))),
     ("RecordExecution", _record(ended_at=_bad_ts(TS_MAX + 1))),
@@ -794,9 +791,6 @@ def test_out_of_range_timestamps_are_invalid_argument(fuzz: Live, rpc: str, mess
     assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ListRecommendations outer-joins executions on "
-                   "recommendation_id, so a recommendation that two executions reference is "
-                   "listed twice, and keyset pagination then skips the second entry")
 def test_a_recommendation_is_listed_once(tmp_path: Path) -> None:
     with serve(f"sqlite:///{tmp_path / 'dup.db'}") as live:
         rec = live.recommender.Recommend(pb.RecommendRequest(
@@ -818,10 +812,6 @@ def pg_live(postgres_url: str) -> Iterator[Live]:
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="BUG: on PostgreSQL a NUL character in a string field "
-                   "(text columns refuse 0x00) surfaces as UNAVAILABLE 'database error: "
-                   "DataError', which the README calls safe to retry; SQLite stores it. Should "
-                   "be INVALID_ARGUMENT (or stored)")
 @pytest.mark.parametrize(("rpc", "message"), [
     ("RecordExecution", _record(action_id="a\x00b")),
     ("RecordExecution", _record(execution_id="nul\x00id")),
@@ -839,21 +829,13 @@ def test_nul_characters_on_postgres(pg_live: Live, rpc: str, message: Any) -> No
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="BUG: on PostgreSQL a NUL character in action_id or "
-                   "pool_id makes Recommend answer OK from the request alone with source "
-                   "'fallback', reason 'database unavailable' and stored=false: a data problem "
-                   "reported as an outage, and NextAfterOom cannot continue from it")
 def test_nul_in_recommend_on_postgres(pg_live: Live) -> None:
-    r = pg_live.recommender.Recommend(pb.RecommendRequest(
-        action_id="a\x00", declared_memory_mib=1000, pools=[_pool()]), timeout=10)
-    assert r.stored and r.source == "prior", (r.stored, r.source, r.reason)
+    code, details = _code(pg_live.recommender.Recommend, pb.RecommendRequest(
+        action_id="a\x00", declared_memory_mib=1000, pools=[_pool()]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("action_id:")
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="BUG: ExecutionRecord.recommendation_id is validated to "
-                   "256 characters but executions.recommendation_id is VARCHAR(36): on "
-                   "PostgreSQL 37..256 characters give UNAVAILABLE 'StringDataRightTruncation' "
-                   "(SQLite ignores the length)")
 def test_long_recommendation_id_on_postgres(pg_live: Live) -> None:
     code, details = _code(pg_live.recommender.RecordExecution,
                           _record(recommendation_id="r" * 100))
@@ -886,10 +868,6 @@ def _median_ms(live: Live, request: pb.RecommendRequest, n: int = 25) -> float:
     return statistics.median(times)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (slow path): Recommend's history read "
-                   "(SqlStore.action_samples, the OOM query) scans every stored recommendation "
-                   "of the action, so Recommend slows down linearly as an action is used: "
-                   "p50 2.5 ms -> 18 ms after 50,000 recommendations on SQLite")
 def test_recommend_time_does_not_grow_with_the_actions_past_recommendations(
         tmp_path: Path) -> None:
     with serve(f"sqlite:///{tmp_path / 'growth.db'}") as live:
@@ -926,11 +904,6 @@ def _crowded_pool(rng: random.Random, index: int) -> pb.Pool:
                    strategy=pb.MIG_STRATEGY_MIXED, nodes=nodes)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (slow path): a Recommend within every input limit "
-                   "(4 pools x 1,024 nodes x 16 partly used GPUs, about 1.1 MB of the 4 MB "
-                   "allowed) takes about 5 s of server CPU when nothing fits (the placement "
-                   "search runs per node, per profile, twice); 12 such pools (3.3 MB) take about "
-                   "15 s. Expected: answered within config.DATABASE_TIMEOUT_S (2 s)")
 def test_largest_recommend_within_limits_is_answered_quickly(fuzz: Live) -> None:
     rng = random.Random(3)
     request = pb.RecommendRequest(action_id="crowded", declared_memory_mib=1000, workers=112,

@@ -127,8 +127,10 @@ def test_concurrent_runs_leave_one_serving_version(
         t.join()
     versions = store.list_model_versions()
     assert len(versions) == 2
-    assert sum(v.serving for v in versions) == 1
-    assert sum(r.promoted for r in results) == 1
+    serving = [v.version for v in versions if v.serving]
+    assert len(serving) == 1
+    # Both may be promoted if one finished before the other began; the last promotion serves.
+    assert serving[0] in {r.version for r in results if r.promoted}
 
 
 def test_not_enough_data_makes_no_version(

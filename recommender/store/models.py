@@ -50,6 +50,9 @@ class RecommendationRow(Base):
         Index("ix_recommendations_action_created", "action_id", "created_at"),
         Index("ix_recommendations_created", "created_at"),
         Index("ix_recommendations_parent", "parent_id"),
+        Index("ix_recommendations_action_oom", "action_id", "oom_at",
+              postgresql_where=text("oom_at IS NOT NULL"),
+              sqlite_where=text("oom_at IS NOT NULL")),
     )
 
 

@@ -107,7 +107,10 @@ def decode_cursor(token: str) -> tuple[datetime, str]:
     """Raises ValueError on a token we did not make."""
     try:
         created, rec_id = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return _utc(datetime.fromisoformat(created)), str(rec_id)
+        rec_id = str(rec_id)
+        if len(rec_id) > 36 or "\x00" in rec_id:
+            raise ValueError(rec_id)
+        return _utc(datetime.fromisoformat(created)), rec_id
     except Exception as e:
         raise ValueError("page_token: not a token this service issued") from e
 
@@ -237,16 +240,20 @@ class SqlStore:
                        sm_utilization=r[4], gpu_model=r[5], profile=r[6], throughput=r[7])
                 for r in rows
             ]
-            recorded = select(ExecutionRow.recommendation_id).where(
-                ExecutionRow.action_id == action_id
+            recorded = (
+                select(ExecutionRow.execution_id)
+                .where(ExecutionRow.recommendation_id == RecommendationRow.id)
+                .exists()
             )
+            # ix_recommendations_action_oom holds only recommendations that ran out of
+            # memory: this stays small however many recommendations the action has had.
             ooms = s.execute(
                 select(RecommendationRow.oom_at, RecommendationRow.oom_observed_peak_mib,
                        RecommendationRow.profile_memory_mib)
                 .where(
                     RecommendationRow.action_id == action_id,
                     RecommendationRow.oom_at.is_not(None),
-                    RecommendationRow.id.not_in(recorded),
+                    ~recorded,
                 )
                 .order_by(RecommendationRow.oom_at.desc())
                 .limit(limit)
@@ -344,7 +351,17 @@ class SqlStore:
 
         def q(s: Session) -> tuple[list[HistoryEntry], str]:
             r, x = RecommendationRow, ExecutionRow
-            stmt = select(r, x).outerjoin(x, x.recommendation_id == r.id)
+            # One execution per recommendation (the last to end), however many the runner
+            # reported for it: a recommendation is listed once.
+            latest = (
+                select(x.execution_id)
+                .where(x.recommendation_id == r.id)
+                .order_by(x.ended_at.desc(), x.execution_id.desc())
+                .limit(1)
+                .correlate(r)
+                .scalar_subquery()
+            )
+            stmt = select(r, x).outerjoin(x, x.execution_id == latest)
             conds = []
             if f.action_id:
                 conds.append(r.action_id == f.action_id)

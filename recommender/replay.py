@@ -1,0 +1,244 @@
+"""Replays a workload in time order and measures what each sizing rule would have cost.
+
+The service is replayed through its own code paths: RecommenderEngine on a real (temporary)
+SQL store, Recommend before each execution, NextAfterOom after each OOM until a rung fits,
+RecordExecution at the end, and, for the learned model, the retraining job at intervals. The
+baselines of DESIGN.md section 5 are replayed against the same offered slices, the same ladder
+discipline (next bigger slice after an OOM) and the same cold start (an action's first
+execution gets the largest offered slice, as the service's no-information fallback does).
+
+Metrics (DESIGN.md section 5): OOM rate (first attempt too small), retries, wasted GB-h
+(memory held by attempts that died; an attempt is assumed to hold its slice for the whole
+execution), relative slack on successful first attempts, reserved GB-h against the oracle
+(the smallest offered slice that fits each execution's real peak).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from recommender import config
+from recommender.catalog import Catalog
+from recommender.domain import Execution, Outcome, Pool, Request, Strategy
+from recommender.engine import RecommenderEngine
+from recommender.estimation import decay_weight, weighted_quantile
+from recommender.learning.retrain import retrain
+from recommender.learning.serving import ModelHolder
+from recommender.policy import LadderExhausted, candidate_profiles
+from recommender.store import SqlStore, connect, migrate
+from recommender.traces import TraceExecution
+
+
+@dataclass
+class Metrics:
+    name: str
+    executions: int = 0
+    first_oom: int = 0
+    retries: int = 0
+    unserved: int = 0
+    wasted_gbh: float = 0.0
+    reserved_gbh: float = 0.0
+    slack: list[float] = field(default_factory=list)
+
+    @property
+    def oom_rate(self) -> float:
+        return self.first_oom / max(self.executions, 1)
+
+    def add(self, attempts: Sequence[float], peak: float, hours: float, served: bool) -> None:
+        """`attempts`: slice MiB of each attempt in order; the last one fitted if served."""
+        self.executions += 1
+        failed = attempts[:-1] if served else attempts
+        self.first_oom += attempts[0] < peak
+        self.retries += len(attempts) - 1
+        self.unserved += not served
+        self.wasted_gbh += sum(failed) / 1024 * hours
+        self.reserved_gbh += sum(attempts) / 1024 * hours
+        if served and len(attempts) == 1:
+            self.slack.append((attempts[0] - peak) / attempts[0])
+
+
+@dataclass(frozen=True)
+class Slices:
+    """Every slice the offered pools expose, smallest memory first (fewer compute at ties)."""
+
+    mib: tuple[int, ...]
+
+    @classmethod
+    def of(cls, pools: Sequence[Pool]) -> Slices:
+        sizes = sorted({p.memory_mib for pool in pools for p in candidate_profiles(pool)})
+        return cls(tuple(sizes))
+
+    def fit(self, need: float) -> int:
+        return next((s for s in self.mib if s >= need), self.mib[-1])
+
+    def attempts(self, first: int, peak: float) -> tuple[list[float], bool]:
+        """Ladder from `first`: the next bigger slice after each OOM, until it fits."""
+        tried = [float(first)]
+        while tried[-1] < peak:
+            bigger = [s for s in self.mib if s > tried[-1]]
+            if not bigger:
+                return tried, False
+            tried.append(float(bigger[0]))
+        return tried, True
+
+
+# --- baselines ----------------------------------------------------------------------------
+
+
+@dataclass
+class History:
+    """Per action: (time, value) where an OOM's value is the slice it died in, bumped."""
+
+    values: dict[str, list[tuple[datetime, float]]] = field(default_factory=dict)
+    last: dict[str, float] = field(default_factory=dict)
+
+
+Rule = Callable[[History, TraceExecution], float | None]
+
+
+def vpa(h: History, e: TraceExecution) -> float | None:
+    """Kubernetes VPA: P90 of decayed peaks (24 h half-life) x 1.15."""
+    v = h.values.get(e.action_id)
+    if not v:
+        return None
+    weights = [decay_weight(e.at - t, timedelta(hours=24)) for t, _ in v]
+    return weighted_quantile([x for _, x in v], weights, 0.90) * 1.15
+
+
+def ryax_2610(h: History, e: TraceExecution) -> float | None:
+    """Ryax IntelliScale 26.10: the last observed peak + 10 %."""
+    last = h.last.get(e.action_id)
+    return None if last is None else last * 1.10
+
+
+def max_x12(h: History, e: TraceExecution) -> float | None:
+    v = h.values.get(e.action_id)
+    return None if not v else max(x for _, x in v) * 1.2
+
+
+def declared(h: History, e: TraceExecution) -> float | None:
+    return e.declared_mib or None
+
+
+BASELINES: dict[str, Rule] = {
+    "Kubernetes VPA (P90 x 1.15, 24 h)": vpa,
+    "Ryax 26.10 (peak + 10 %)": ryax_2610,
+    "max of history x 1.2": max_x12,
+    "user's declared memory": declared,
+}
+
+
+def replay_rule(name: str, rule: Rule, trace: Sequence[TraceExecution], slices: Slices
+                ) -> Metrics:
+    m = Metrics(name)
+    h = History()
+    for e in trace:
+        need = rule(h, e)
+        first = slices.fit(need) if need is not None else slices.mib[-1]
+        attempts, served = slices.attempts(first, e.peak_mib)
+        m.add(attempts, e.peak_mib, e.duration_h, served)
+        values = h.values.setdefault(e.action_id, [])
+        for slice_mib in attempts[:-1] if served else attempts:
+            # The VPA OOM bump: max(+20 %, +100 MiB) over the memory it died with.
+            values.append((e.at, max(slice_mib * 1.2, slice_mib + 100)))
+        if served:
+            values.append((e.at, e.peak_mib))
+        h.last[e.action_id] = e.peak_mib if served else attempts[-1]
+    return m
+
+
+def oracle(trace: Sequence[TraceExecution], slices: Slices) -> Metrics:
+    m = Metrics("oracle (smallest slice that fits the real peak)")
+    for e in trace:
+        m.add([float(slices.fit(e.peak_mib))], e.peak_mib, e.duration_h,
+              slices.fit(e.peak_mib) >= e.peak_mib)
+    return m
+
+
+# --- the service ----------------------------------------------------------------------------
+
+
+def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[Pool],
+                   catalog: Catalog, *, retrain_every: int = 0, database_url: str = "",
+                   use_features: bool = True, progress: Callable[[str], None] | None = None
+                   ) -> Metrics:
+    """The service itself: Recommend, NextAfterOom until it fits, RecordExecution; with
+    `retrain_every`, the retraining job runs every that many executions."""
+    say = progress or (lambda _m: None)
+    m = Metrics(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        engine_db = connect(database_url or f"sqlite:///{tmp}/replay.db")
+        migrate(engine_db)
+        store = SqlStore(engine_db)
+        now = [trace[0].at if trace else datetime.now()]
+        holder = ModelHolder(store)
+        engine = RecommenderEngine(store, catalog=catalog, models=holder,
+                                   clock=lambda: now[0])
+        for i, e in enumerate(trace):
+            now[0] = e.at
+            if retrain_every and i and i % retrain_every == 0:
+                result = retrain(engine_db, catalog, now=e.at)
+                holder.refresh()
+                say(f"{i:,} executions: retrain {result.version or '-'}: {result.reason}")
+            request = Request(
+                action_id=e.action_id, execution_id=f"x{i}", pools=tuple(pools),
+                declared_memory_mib=int(e.declared_mib),
+                features=dict(e.features) if use_features else {},
+            )
+            answer = engine.recommend(request)
+            rec = answer.recommendation
+            attempts = [float(rec.decision.rung.profile.memory_mib)]
+            served = True
+            while attempts[-1] < e.peak_mib:
+                try:
+                    rec = engine.next_after_oom(rec.id, 0.0).recommendation
+                except LadderExhausted:
+                    served = False
+                    break
+                attempts.append(float(rec.decision.rung.profile.memory_mib))
+            m.add(attempts, e.peak_mib, e.duration_h, served)
+            rung = rec.decision.rung
+            engine.record_execution(Execution(
+                execution_id=f"x{i}", action_id=e.action_id, recommendation_id=rec.id,
+                gpu_model=rung.gpu_model, profile=rung.profile.name,
+                slice_memory_mib=rung.profile.memory_mib, count=1,
+                peak_memory_mib=e.peak_mib if served else rung.profile.memory_mib,
+                sm_utilization=0.0, duration_s=e.duration_h * 3600, throughput=0.0,
+                outcome=Outcome.SUCCEEDED if served else Outcome.OOM, ended_at=e.at,
+                features=dict(e.features)))
+        engine_db.dispose()
+    return m
+
+
+def mixed_pools(catalog: Catalog, models: Sequence[str]) -> tuple[Pool, ...]:
+    pools = []
+    for name in models:
+        model = catalog.resolve(name)
+        if model is None:
+            raise ValueError(f"unknown GPU model {name}")
+        pools.append(Pool(f"{model.id.lower()}-{uuid.uuid4().hex[:4]}", model, Strategy.MIXED,
+                          ()))
+    return tuple(pools)
+
+
+def table(results: Sequence[Metrics], oracle_gbh: float) -> str:
+    lines = [
+        "| rule | OOM rate | retries | wasted GB-h | median slack | reserved GB-h | vs oracle |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        slack = statistics.median(r.slack) if r.slack else math.nan
+        lines.append(
+            f"| {r.name} | {r.oom_rate:.2%} | {r.retries} | {r.wasted_gbh:,.0f} | "
+            f"{slack:.1%} | {r.reserved_gbh:,.0f} | {r.reserved_gbh / oracle_gbh:.2f}x |")
+    return "\n".join(lines)
+
+
+__all__ = ["BASELINES", "Metrics", "Slices", "config", "mixed_pools", "oracle", "replay_rule",
+           "replay_service", "table"]

@@ -1,0 +1,76 @@
+"""Workloads to replay: real GPU memory traces and the generated feature-dependent workload."""
+
+from __future__ import annotations
+
+import csv
+import io
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from recommender.learning.synthetic import generate
+
+GENTD26 = "alibaba-gentd26/pod_gpu_memory_used_bytes_anon.tar.gz"
+
+
+@dataclass(frozen=True)
+class TraceExecution:
+    action_id: str
+    at: datetime
+    peak_mib: float
+    duration_h: float = 1.0
+    features: dict[str, float] = field(default_factory=dict)
+    declared_mib: float = 0.0
+
+
+def gentd26_hourly(traces_dir: Path, *, max_pods: int = 0) -> list[TraceExecution]:
+    """Each pod an action, each hour of it an execution with that hour's peak GPU memory.
+
+    Hours are aligned on the trace's first sample. Streams the compressed CSV; nothing is
+    extracted to disk.
+    """
+    path = traces_dir / GENTD26
+    peaks: dict[tuple[str, int], float] = {}
+    first: float | None = None
+    with tarfile.open(path, "r:gz") as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith(".csv"))
+        raw = tar.extractfile(member)
+        if raw is None:
+            raise ValueError(f"{path}: no CSV inside")
+        rows = csv.DictReader(io.TextIOWrapper(raw, encoding="utf-8"))
+        samples = [(float(r["timestamp_anon"]), r["container_ip"], float(r["value"]))
+                   for r in rows]
+    first = min(t for t, _, _ in samples)
+    for t, pod, value in samples:
+        key = (pod, int((t - first) // 3600))
+        mib = value / 2**20
+        if mib > peaks.get(key, 0.0):
+            peaks[key] = mib
+    pods = sorted({p for p, _ in peaks})
+    if max_pods:
+        pods = pods[:max_pods]
+    keep = set(pods)
+    start = datetime.fromtimestamp(first, tz=UTC)
+    out = [
+        TraceExecution(f"pod-{pod[:10]}", start + timedelta(hours=hour + 1), peak)
+        for (pod, hour), peak in peaks.items()
+        if pod in keep and peak > 0
+    ]
+    out.sort(key=lambda e: (e.at, e.action_id))
+    return out
+
+
+def synthetic(actions: int = 40, executions: int = 6000, seed: int = 7) -> list[TraceExecution]:
+    """The generated workload (learning/synthetic.py): memory depends on batch and input size."""
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    return [
+        TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
+        for e in generate(actions, executions, start=start, seed=seed,
+                          spacing=timedelta(minutes=2))
+    ]
+
+
+def chronological(executions: list[TraceExecution]) -> Iterator[TraceExecution]:
+    yield from sorted(executions, key=lambda e: (e.at, e.action_id))
