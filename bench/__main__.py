@@ -1,4 +1,5 @@
-"""`python -m bench [recommend|record|placement|all]`: run benchmarks, print plain-text tables."""
+"""`python -m bench [recommend|record|placement|parvagpu|retrain|all]`: run benchmarks, print
+plain-text tables. `all` runs the first four; `retrain` (minutes for 1M rows) runs alone."""
 
 from __future__ import annotations
 
@@ -30,7 +31,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Benchmarks of the IntelliScale recommender (plain-text tables).",
     )
     p.add_argument("which", nargs="?", default="all",
-                   choices=["recommend", "record", "placement", "all"])
+                   choices=["recommend", "record", "placement", "parvagpu", "retrain", "all"])
+    p.add_argument("--retrain-rows", default="100000,1000000",
+                   help="retrain: executions to train on, comma-separated "
+                   "(default 100000,1000000)")
     p.add_argument("--database-url", default=None,
                    help="recommend: database to benchmark against (default: a SQLite file in a "
                    "temp dir); PostgreSQL URLs get a fresh database per run, dropped after. "
@@ -68,10 +72,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import placement, recommend, record
+    from bench import parvagpu, placement, recommend, record, retrain
 
-    which = ["recommend", "record", "placement"] if args.which == "all" else [args.which]
-    runners = {"recommend": recommend.run, "record": record.run, "placement": placement.run}
+    which = (["recommend", "record", "placement", "parvagpu"] if args.which == "all"
+             else [args.which])
+    runners = {"recommend": recommend.run, "record": record.run, "placement": placement.run,
+               "parvagpu": lambda a: parvagpu.main([]), "retrain": retrain.run}
     args.record_url = args.database_url or os.environ.get("RECOMMENDER_TEST_POSTGRES_URL",
                                                           DEFAULT_PG)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
