@@ -49,6 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recommender.learning.serving import ModelHolder
     from recommender.server import serve_until_signalled, shutdown_on_signals, start
     from recommender.store import SqlStore, connect, migrate
+    from recommender.store.cache import ActionCache, ActionListener
 
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
     admin_token = resolve_admin_token(args.admin_token, args.admin_token_file)
@@ -63,11 +64,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     store = SqlStore(engine)
     models = ModelHolder(store)
     models.start()  # picks up newly promoted model versions without a restart
-    running = start(RecommenderEngine(store, catalog=catalog, models=models), catalog,
-                    host=args.host, port=port, admin_token=admin_token)
+    cache = ActionCache()
+    listener = None
+    if engine.dialect.name == "postgresql":
+        # Other replicas may record executions: trust the cache only while listening.
+        cache.enabled = False
+        listener = ActionListener(engine, cache)
+        listener.start()
+    running = start(RecommenderEngine(store, catalog=catalog, models=models, cache=cache),
+                    catalog, host=args.host, port=port, admin_token=admin_token)
     print(f"recommender listening on {args.host}:{running.port}", flush=True)
     serve_until_signalled(running, stop)
     models.stop()
+    if listener is not None:
+        listener.stop()
     return 0
 
 

@@ -138,3 +138,13 @@ PROMOTE_RESERVED_TOLERANCE = 0.02
 
 MODEL_POLL_S = 5.0
 """How often a server checks for a newly promoted model version."""
+
+# --- caching ----------------------------------------------------------------------------
+
+CACHE_TTL_S = 30.0
+"""Longest a replica serves an action's cached history without a notification; on PostgreSQL
+every change is notified at once, so this only bounds staleness on SQLite or in a failure."""
+
+CACHE_MAX_ACTIONS = 20_000
+"""Actions whose recent history a replica keeps (500 samples each at most: a few hundred MB at
+the very worst, far less in practice)."""

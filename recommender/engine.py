@@ -34,6 +34,7 @@ from recommender.estimation import (
 )
 from recommender.learning.serving import ModelHolder
 from recommender.policy import LADDER, LadderExhausted, next_rung, recommend
+from recommender.store.cache import ActionCache
 from recommender.store.database import StoreUnavailable
 from recommender.store.repository import HistoryFilter
 from recommender.throughput import ThroughputCurve, ThroughputSample, fit_curve
@@ -46,7 +47,8 @@ class Store(Protocol):
     def get_recommendation(self, rec_id: str) -> StoredRecommendation | None: ...
     def save_rung_after_oom(self, parent_id: str, observed_peak_mib: float, at: datetime,
                             rung: StoredRecommendation) -> None: ...
-    def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime) -> None: ...
+    def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime,
+                 action_id: str = "") -> None: ...
     def child_of(self, parent_id: str) -> StoredRecommendation | None: ...
     def record_execution(self, e: Execution, recorded_at: datetime) -> bool: ...
     def action_samples(self, action_id: str, limit: int) -> list[Sample]: ...
@@ -76,12 +78,29 @@ class RecommenderEngine:
         clock: Callable[[], datetime] = _now,
         catalog: Catalog | None = None,
         models: ModelHolder | None = None,
+        cache: ActionCache | None = None,
     ) -> None:
         self.store = store
         self.models = models
+        self.cache = cache
         self.estimator = estimator or default_estimator(models.current if models else None)
         self.clock = clock
         self.catalog = catalog or load_catalog()
+
+    def _samples(self, action_id: str) -> list[Sample]:
+        if self.cache is None:
+            return self.store.action_samples(action_id, config.HISTORY_WINDOW)
+        cached = self.cache.get(action_id)
+        if cached is not None:
+            return cached
+        read_at, generation = self.cache.now(), self.cache.generation(action_id)
+        samples = self.store.action_samples(action_id, config.HISTORY_WINDOW)
+        self.cache.put(action_id, samples, read_at, generation)
+        return samples
+
+    def _changed(self, action_id: str) -> None:
+        if self.cache is not None:
+            self.cache.invalidate(action_id)
 
     def throughput_curve(self, samples: list[Sample]) -> ThroughputCurve | None:
         """The action's throughput-by-profile curve from its successful executions."""
@@ -101,7 +120,7 @@ class RecommenderEngine:
         degraded = ""
         samples: list[Sample] = []
         try:
-            samples = self.store.action_samples(request.action_id, config.HISTORY_WINDOW)
+            samples = self._samples(request.action_id)
         except StoreUnavailable as e:
             degraded = f"database unavailable ({e}); answered from the request alone"
             log.warning("recommend without history: %s", e)
@@ -155,7 +174,8 @@ class RecommenderEngine:
         try:
             rung, above = next_rung(d.ladder, need)
         except LadderExhausted:
-            self.store.mark_oom(parent.id, observed_peak_mib, now)
+            self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)
+            self._changed(parent.action_id)
             raise
         reason = (
             f"OOM in {d.rung.profile.name} ({d.rung.profile.memory_mib:,} MiB)"
@@ -181,8 +201,11 @@ class RecommenderEngine:
             ),
         )
         self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
+        self._changed(parent.action_id)
         return Answer(child, True)
 
     def record_execution(self, execution: Execution) -> bool:
         """True when recorded now, False when the execution_id was already there."""
-        return self.store.record_execution(execution, self.clock())
+        created = self.store.record_execution(execution, self.clock())
+        self._changed(execution.action_id)
+        return created

@@ -32,6 +32,9 @@ from recommender.store.models import ExecutionRow, ModelVersionRow, Recommendati
 
 T = TypeVar("T")
 
+ACTION_CHANNEL = "intelliscale_actions"
+"""PostgreSQL NOTIFY channel: the payload is an action whose history changed."""
+
 
 def _utc(value: datetime) -> datetime:
     """SQLite returns naive datetimes; everything we store is UTC."""
@@ -160,12 +163,22 @@ class SqlStore:
 
         return self._run(q)
 
-    def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime) -> None:
-        self._run(lambda s: s.execute(
-            update(RecommendationRow)
-            .where(RecommendationRow.id == rec_id, RecommendationRow.oom_at.is_(None))
-            .values(oom_at=at, oom_observed_peak_mib=observed_peak_mib or None)
-        ))
+    def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime,
+                 action_id: str = "") -> None:
+        with self._session() as s:
+            s.execute(
+                update(RecommendationRow)
+                .where(RecommendationRow.id == rec_id, RecommendationRow.oom_at.is_(None))
+                .values(oom_at=at, oom_observed_peak_mib=observed_peak_mib or None)
+            )
+            self._notify(s, action_id)
+
+    def _notify(self, s: Session, action_id: str) -> None:
+        """Tells every replica (on PostgreSQL) that this action's history changed, when the
+        transaction commits: their cached statistics for it are dropped."""
+        if action_id and self.engine.dialect.name == "postgresql":
+            s.execute(text("SELECT pg_notify(:channel, :action)"),
+                      {"channel": ACTION_CHANNEL, "action": action_id})
 
     def save_rung_after_oom(
         self, parent_id: str, observed_peak_mib: float, at: datetime, rung: StoredRecommendation
@@ -178,6 +191,7 @@ class SqlStore:
                 .values(oom_at=at, oom_observed_peak_mib=observed_peak_mib or None)
             )
             s.add(_to_row(rung))
+            self._notify(s, rung.action_id)
 
     # --- executions ------------------------------------------------------------------
 
@@ -211,7 +225,10 @@ class SqlStore:
 
         def q(s: Session) -> bool:
             # A row comes back only when it was inserted; rowcount is unreliable here.
-            return s.execute(stmt).first() is not None
+            inserted = s.execute(stmt).first() is not None
+            if inserted:
+                self._notify(s, e.action_id)
+            return inserted
 
         return self._run(q)
 
