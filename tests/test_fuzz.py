@@ -468,18 +468,19 @@ def check_listing(live: Live, req: pb.ListRecommendationsRequest,
                   page: pb.ListRecommendationsResponse) -> None:
     size = min(req.page_size or 50, 1000)
     assert len(page.recommendations) <= size
-    model = CATALOG.resolve(req.gpu_model) if req.gpu_model else None
+    # Filters are trimmed like the ids they match (ids are stored trimmed).
+    model = CATALOG.resolve(req.gpu_model) if req.gpu_model.strip() else None
     keys = []
     for e in page.recommendations:
         r = e.recommendation
-        if req.action_id:
-            assert e.action_id == req.action_id
-        if req.pool_id:
-            assert r.pool_id == req.pool_id
-        if req.gpu_model:
-            assert r.gpu_model == (model.id if model else req.gpu_model)
-        if req.source:
-            assert r.source == req.source
+        if req.action_id.strip():
+            assert e.action_id == req.action_id.strip()
+        if req.pool_id.strip():
+            assert r.pool_id == req.pool_id.strip()
+        if req.gpu_model.strip():
+            assert r.gpu_model == (model.id if model else req.gpu_model.strip())
+        if req.source.strip():
+            assert r.source == req.source.strip()
         if req.HasField("created_after"):
             assert _dt(e.created_at) >= _dt(req.created_after)
         if req.HasField("created_before"):
