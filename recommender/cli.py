@@ -10,7 +10,12 @@ import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from recommender.learning.serving import ModelHolder
+    from recommender.store.cache import ActionCache
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +52,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recommender.catalog import load_catalog
     from recommender.engine import RecommenderEngine
     from recommender.learning.serving import ModelHolder
-    from recommender.server import serve_until_signalled, shutdown_on_signals, start
+    from recommender.metrics import serve_metrics
+    from recommender.server import (
+        Tls,
+        TlsConfigError,
+        serve_until_signalled,
+        shutdown_on_signals,
+        start,
+    )
     from recommender.store import SqlStore, connect, migrate
     from recommender.store.cache import ActionCache, ActionListener
 
@@ -71,14 +83,41 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cache.enabled = False
         listener = ActionListener(engine, cache)
         listener.start()
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise TlsConfigError("--tls-cert and --tls-key go together")
+        tls = Tls.from_files(args.tls_cert, args.tls_key, args.tls_client_ca)
+    elif args.tls_client_ca:
+        raise TlsConfigError("--tls-client-ca needs --tls-cert and --tls-key")
+    if args.metrics_port >= 0:
+        _collect_metrics(models, cache)
+        serve_metrics(args.metrics_host, args.metrics_port)
     running = start(RecommenderEngine(store, catalog=catalog, models=models, cache=cache),
-                    catalog, host=args.host, port=port, admin_token=admin_token)
+                    catalog, host=args.host, port=port, admin_token=admin_token, tls=tls)
     print(f"recommender listening on {args.host}:{running.port}", flush=True)
     serve_until_signalled(running, stop)
     models.stop()
     if listener is not None:
         listener.stop()
     return 0
+
+
+def _collect_metrics(models: ModelHolder, cache: ActionCache) -> None:
+    from recommender.metrics import METRICS
+
+    def gauges() -> Iterator[tuple[str, str, str, tuple[tuple[str, str], ...], float]]:
+        current = models.current()
+        yield ("recommender_model_version_info", "gauge",
+               "The learned model version serving (1), none when version=\"\".",
+               (("version", current.version if current else ""),), 1.0)
+        yield ("recommender_history_cache_hits_total", "counter",
+               "Recommend calls answered from the per-action history cache.", (), cache.hits)
+        yield ("recommender_history_cache_misses_total", "counter",
+               "Recommend calls that read the action's history from the database.", (),
+               cache.misses)
+
+    METRICS.collect(gauges)
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
@@ -343,6 +382,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None,
                        help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
     serve.add_argument("--host", default="[::]")
+    serve.add_argument("--tls-cert", default=os.environ.get("RECOMMENDER_TLS_CERT"),
+                       help="PEM certificate (chain) for TLS on the gRPC port "
+                       "(env RECOMMENDER_TLS_CERT)")
+    serve.add_argument("--tls-key", default=os.environ.get("RECOMMENDER_TLS_KEY"),
+                       help="PEM private key (env RECOMMENDER_TLS_KEY)")
+    serve.add_argument("--tls-client-ca", default=os.environ.get("RECOMMENDER_TLS_CLIENT_CA"),
+                       help="PEM CA bundle: clients must present a certificate it signed "
+                       "(mutual TLS; env RECOMMENDER_TLS_CLIENT_CA)")
+    serve.add_argument("--metrics-port", type=int,
+                       default=int(os.environ.get("RECOMMENDER_METRICS_PORT",
+                                                  config.DEFAULT_METRICS_PORT)),
+                       help=f"Prometheus /metrics port (env RECOMMENDER_METRICS_PORT; default "
+                       f"{config.DEFAULT_METRICS_PORT}; 0 = any free port, -1 = off)")
+    serve.add_argument("--metrics-host", default="0.0.0.0")
     serve.add_argument("--catalog-override", default=None,
                        help="JSON file of MiB values, aliases or models measured on your nodes "
                        "(env RECOMMENDER_CATALOG_OVERRIDE)")
@@ -430,6 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log_level)
     from recommender.auth import AuthConfigError
     from recommender.catalog import CatalogError
+    from recommender.server import TlsConfigError
     from recommender.store import StoreUnavailable
 
     try:
@@ -439,6 +493,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except AuthConfigError as e:
         print(f"admin token: {e}", file=sys.stderr)
+        return 2
+    except TlsConfigError as e:
+        print(f"TLS: {e}", file=sys.stderr)
         return 2
     except StoreUnavailable as e:
         print(f"database unavailable: {e}", file=sys.stderr)

@@ -148,3 +148,11 @@ every change is notified at once, so this only bounds staleness on SQLite or in 
 CACHE_MAX_ACTIONS = 20_000
 """Actions whose recent history a replica keeps (500 samples each at most: a few hundred MB at
 the very worst, far less in practice)."""
+
+# --- operations -------------------------------------------------------------------------
+
+DEFAULT_METRICS_PORT = 9464
+"""Prometheus endpoint (the OpenTelemetry exporter's customary port); -1 turns it off."""
+
+METRICS_MAX_ACTIONS = 1000
+"""Actions with their own metric series; the rest share action_id="other" (cardinality)."""

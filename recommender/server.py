@@ -7,6 +7,7 @@ import signal
 import threading
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -39,8 +40,38 @@ class Running:
         self.server.stop(grace).wait()
 
 
+@dataclass(frozen=True)
+class Tls:
+    """PEM contents. With `client_ca`, clients must present a certificate it signed (mTLS)."""
+
+    cert: bytes
+    key: bytes
+    client_ca: bytes | None = None
+
+    @classmethod
+    def from_files(cls, cert: str, key: str, client_ca: str | None = None) -> Tls:
+        def read(path: str, what: str) -> bytes:
+            try:
+                return Path(path).read_bytes()
+            except OSError as e:
+                raise TlsConfigError(f"{path}: cannot read the {what}: {e.strerror}") from e
+
+        return cls(read(cert, "TLS certificate"), read(key, "TLS private key"),
+                   read(client_ca, "client CA bundle") if client_ca else None)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials(
+            [(self.key, self.cert)], root_certificates=self.client_ca,
+            require_client_auth=self.client_ca is not None)
+
+
+class TlsConfigError(ValueError):
+    """A TLS file is missing or unreadable."""
+
+
 def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", port: int = 0,
-          max_workers: int = 16, admin_token: str | None = None) -> Running:
+          max_workers: int = 16, admin_token: str | None = None, tls: Tls | None = None
+          ) -> Running:
     """Starts serving; port 0 picks a free one. Health says SERVING once it accepts calls.
 
     With `admin_token`, every Admin call needs metadata `authorization: Bearer <token>`
@@ -66,13 +97,16 @@ def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", po
         reflection.SERVICE_NAME,
     )
     reflection.enable_server_reflection(names, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = f"{host}:{port}"
+    bound = (server.add_secure_port(address, tls.credentials()) if tls
+             else server.add_insecure_port(address))
     if bound == 0:
         raise OSError(f"cannot bind {host}:{port}")
     server.start()
     for name in ("", *SERVICES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("serving on %s:%d; Admin calls %s", host, bound,
+    log.info("serving on %s:%d (%s); Admin calls %s", host, bound,
+             "plaintext" if tls is None else "TLS" if tls.client_ca is None else "mutual TLS",
              "need the admin token" if admin_token else "are open (no admin token configured)")
     return Running(server, bound, health_servicer)
 

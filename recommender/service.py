@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from recommender import metrics
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.catalog import Catalog
@@ -76,6 +77,7 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         if message:
             line["error"] = message
         access_log.info(json.dumps(line))
+        metrics.record_call(method, code.name, time.perf_counter() - start)
 
 
 class RecommenderServicer(pb_grpc.RecommenderServicer):
@@ -91,6 +93,7 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
             answer = self.engine.recommend(request_from_pb(self.catalog, request))
             ids["recommendation_id"] = answer.recommendation.id
             ids["source"] = answer.recommendation.decision.source
+            metrics.record_recommendation(answer.recommendation.decision.source)
             return recommendation_to_pb(answer.recommendation, stored=answer.stored)
 
         return handle("Recommend", context, ids, run)
@@ -103,6 +106,7 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
             rec_id, peak = next_after_oom_from_pb(request)
             answer = self.engine.next_after_oom(rec_id, peak)
             ids["next_recommendation_id"] = answer.recommendation.id
+            metrics.record_recommendation(answer.recommendation.decision.source)
             return recommendation_to_pb(answer.recommendation, stored=answer.stored)
 
         return handle("NextAfterOom", context, ids, run)
@@ -114,6 +118,8 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
         def run() -> pb.RecordExecutionResponse:
             execution = execution_from_pb(self.catalog, request, datetime.now(UTC))
             created = self.engine.record_execution(execution)
+            if created:
+                metrics.record_execution(execution.action_id, execution.outcome.value)
             return pb.RecordExecutionResponse(duplicate=not created)
 
         return handle("RecordExecution", context, ids, run)

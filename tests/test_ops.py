@@ -1,0 +1,150 @@
+"""Operations: Prometheus metrics, TLS and mutual TLS, no secrets in logs."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from sqlalchemy import make_url
+
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from recommender.catalog import Catalog
+from recommender.engine import RecommenderEngine
+from recommender.metrics import serve_metrics
+from recommender.server import Tls, start
+from recommender.store import SqlStore
+from tests.conftest import Live
+from tests.helpers import record, request
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        return str(r.read().decode())
+
+
+def test_metrics_count_calls_latencies_and_ooms(live: Live) -> None:
+    server = serve_metrics("127.0.0.1", 0)
+    assert server is not None
+    try:
+        live.recommender.Recommend(request("m-act", declared=1000))
+        live.recommender.RecordExecution(record("m-1", "m-act", outcome=pb.OUTCOME_OOM))
+        with pytest.raises(grpc.RpcError):
+            live.recommender.Recommend(request(""))
+        text = scrape(server.server_address[1])
+    finally:
+        server.shutdown()
+    assert re.search(r'recommender_calls_total\{method="Recommend",code="OK"\} [1-9]', text)
+    assert re.search(r'recommender_calls_total\{method="Recommend",code="INVALID_ARGUMENT"\}',
+                     text)
+    assert 'recommender_call_duration_seconds_bucket{method="Recommend",le="+Inf"}' in text
+    assert re.search(r'recommender_executions_total\{action_id="m-act",outcome="OOM"\} [1-9]',
+                     text)
+    assert re.search(r'recommender_recommendations_total\{source="prior"\} [1-9]', text)
+    assert "# TYPE recommender_call_duration_seconds histogram" in text
+
+
+def test_metrics_port_taken_does_not_stop_the_service() -> None:
+    first = serve_metrics("127.0.0.1", 0)
+    assert first is not None
+    try:
+        assert serve_metrics("127.0.0.1", first.server_address[1]) is None
+    finally:
+        first.shutdown()
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate."""
+    d = tmp_path_factory.mktemp("pki")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+            "ca.pem", "-days", "2", "-subj", "/CN=test-ca", cwd=d)
+    (d / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    for name in ("server", "client"):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+                f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", "san.cnf",
+                cwd=d)
+    return d
+
+
+def tls_server(store: SqlStore, catalog: Catalog, tls: Tls) -> Iterator[int]:
+    running = start(RecommenderEngine(store, catalog=catalog), catalog, host="127.0.0.1",
+                    port=0, tls=tls)
+    try:
+        yield running.port
+    finally:
+        running.stop(grace=1)
+
+
+def call(channel: grpc.Channel) -> str:
+    stub = pb_grpc.RecommenderStub(channel)
+    return str(stub.Recommend(request("tls", declared=1000), timeout=5).profile.name)
+
+
+def test_tls(store: SqlStore, catalog: Catalog, pki: Path) -> None:
+    tls = Tls((pki / "server.pem").read_bytes(), (pki / "server.key").read_bytes())
+    for port in tls_server(store, catalog, tls):
+        creds = grpc.ssl_channel_credentials(root_certificates=(pki / "ca.pem").read_bytes())
+        with grpc.secure_channel(f"localhost:{port}", creds) as ch:
+            assert call(ch) == "1g.5gb"
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch, pytest.raises(grpc.RpcError):
+            call(ch)
+
+
+def test_mutual_tls(store: SqlStore, catalog: Catalog, pki: Path) -> None:
+    tls = Tls((pki / "server.pem").read_bytes(), (pki / "server.key").read_bytes(),
+              (pki / "ca.pem").read_bytes())
+    ca = (pki / "ca.pem").read_bytes()
+    for port in tls_server(store, catalog, tls):
+        anonymous = grpc.ssl_channel_credentials(root_certificates=ca)
+        with grpc.secure_channel(f"localhost:{port}", anonymous) as ch, \
+                pytest.raises(grpc.RpcError):
+            call(ch)
+        mine = grpc.ssl_channel_credentials(
+            root_certificates=ca, private_key=(pki / "client.key").read_bytes(),
+            certificate_chain=(pki / "client.pem").read_bytes())
+        with grpc.secure_channel(f"localhost:{port}", mine) as ch:
+            assert call(ch) == "1g.5gb"
+
+
+def test_tls_options_are_checked_at_start(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "recommender", "serve", "--port", "0",
+                          "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "TLS certificate" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "recommender", "serve", "--port", "0",
+                          "--tls-cert", "/x.pem"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "go together" in out.stderr
+
+
+@pytest.mark.postgres
+def test_database_password_never_reaches_the_log(postgres_url: str, tmp_path: Path) -> None:
+    url = make_url(postgres_url).set(password="s3cret-pw").render_as_string(hide_password=False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recommender", "serve", "--port", "0", "--metrics-port", "-1",
+         "--database-url", url, "--admin-token", "adm1n-t0ken"],
+        cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    port = int(re.search(r":(\d+)", line).group(1))  # type: ignore[union-attr]
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        pb_grpc.RecommenderStub(ch).Recommend(request("secret", declared=1000), timeout=10)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert "s3cret-pw" not in out + err and "adm1n-t0ken" not in out + err
+    assert "***" in err
