@@ -161,8 +161,15 @@ def build_server(database_url: str, *, max_workers: int = 16) -> tuple[grpc.Serv
     from recommender.service import AdminServicer, RecommenderServicer
     from recommender.store import SqlStore, connect
 
+    from recommender.store.cache import ActionCache, ActionListener
+
     catalog = load_catalog()
-    engine = RecommenderEngine(SqlStore(connect(database_url)))
+    db = connect(database_url)
+    cache = ActionCache()  # as `recommender serve` runs it
+    if db.dialect.name == "postgresql":
+        cache.enabled = False
+        ActionListener(db, cache).start()
+    engine = RecommenderEngine(SqlStore(db), catalog=catalog, cache=cache)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
         options=[

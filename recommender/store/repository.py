@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, and_, or_, select, text, update
+from sqlalchemy import Engine, and_, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -142,8 +142,14 @@ class SqlStore:
     # --- recommendations -------------------------------------------------------------
 
     def save_recommendation(self, rec: StoredRecommendation) -> None:
-        row = _to_row(rec)
-        self._run(lambda s: s.add(row))
+        # A Core insert: the ORM's unit of work cost three times as much on this hot path.
+        values = _row_values(rec)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(RecommendationRow), values)
+        except (DBAPIError, SQLAlchemyError) as e:
+            raise StoreUnavailable(f"database error: {type(e).__name__}: {e}".splitlines()[0]
+                                   ) from e
 
     def get_recommendation(self, rec_id: str) -> StoredRecommendation | None:
         def q(s: Session) -> StoredRecommendation | None:
@@ -537,8 +543,12 @@ def _to_version(row: ModelVersionRow, *, with_params: bool) -> ModelVersion:
 
 
 def _to_row(rec: StoredRecommendation) -> RecommendationRow:
+    return RecommendationRow(**_row_values(rec))
+
+
+def _row_values(rec: StoredRecommendation) -> dict[str, Any]:
     d = rec.decision
-    return RecommendationRow(
+    return dict(
         id=rec.id,
         created_at=rec.created_at,
         action_id=rec.action_id,
