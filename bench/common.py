@@ -160,7 +160,6 @@ def build_server(database_url: str, *, max_workers: int = 16) -> tuple[grpc.Serv
     from recommender.engine import RecommenderEngine
     from recommender.service import AdminServicer, RecommenderServicer
     from recommender.store import SqlStore, connect
-
     from recommender.store.cache import ActionCache, ActionListener
 
     catalog = load_catalog()
