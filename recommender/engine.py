@@ -46,7 +46,7 @@ class Store(Protocol):
     def save_recommendation(self, rec: StoredRecommendation) -> None: ...
     def get_recommendation(self, rec_id: str) -> StoredRecommendation | None: ...
     def save_rung_after_oom(self, parent_id: str, observed_peak_mib: float, at: datetime,
-                            rung: StoredRecommendation) -> None: ...
+                            rung: StoredRecommendation) -> StoredRecommendation: ...
     def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime,
                  action_id: str = "") -> None: ...
     def child_of(self, parent_id: str) -> StoredRecommendation | None: ...
@@ -200,9 +200,9 @@ class RecommenderEngine:
                 attempt=d.attempt + 1,
             ),
         )
-        self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
+        stored = self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
         self._changed(parent.action_id)
-        return Answer(child, True)
+        return Answer(stored, True)
 
     def record_execution(self, execution: Execution) -> bool:
         """True when recorded now, False when the execution_id was already there."""

@@ -68,7 +68,7 @@ def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> 
 def test_environment_configures_port_and_database(tmp_path: Path) -> None:
     db = tmp_path / "elsewhere.db"
     out = run("migrate", cwd=tmp_path, env={"RECOMMENDER_DATABASE_URL": f"sqlite:///{db}"})
-    assert out.returncode == 0 and "0005" in out.stdout
+    assert out.returncode == 0 and "0006" in out.stdout
     assert db.exists()
     out = run("migrate", "--downgrade", "base", "--database-url", f"sqlite:///{db}",
               cwd=tmp_path)
@@ -98,3 +98,13 @@ def test_catalog_override_changes_what_is_served(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
+
+
+def test_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
+    down = "postgresql+psycopg://postgres:pw@127.0.0.1:1/none"
+    for args in (("migrate", "--database-url", down),
+                 ("serve", "--port", "0", "--metrics-port", "-1", "--database-url", down)):
+        out = run(*args, cwd=tmp_path)
+        assert out.returncode == 3, out.stderr
+        assert "database unavailable" in out.stderr and "Traceback" not in out.stderr
+        assert ":pw@" not in out.stderr

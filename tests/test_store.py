@@ -21,7 +21,7 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 def test_migrations_upgrade_downgrade_upgrade(database_url: str) -> None:
     engine = connect(database_url)
     migrate(engine)
-    assert current_revision(engine) == "0005"
+    assert current_revision(engine) == "0006"
     tables = set(inspect(engine).get_table_names())
     assert {"recommendations", "executions", "model_versions"} <= tables
     downgrade(engine, "base")
@@ -30,7 +30,7 @@ def test_migrations_upgrade_downgrade_upgrade(database_url: str) -> None:
         inspect(engine).get_table_names())
     migrate(engine)
     migrate(engine)  # idempotent
-    assert current_revision(engine) == "0005"
+    assert current_revision(engine) == "0006"
     engine.dispose()
 
 
@@ -153,3 +153,32 @@ def test_database_outage_degrades_recommend_and_refuses_record(catalog: Catalog)
         eng.record_execution(execution("e"))
     with pytest.raises(StoreUnavailable):
         eng.next_after_oom("whatever", 0)
+
+
+def test_migration_0006_keeps_the_oldest_rung_of_each_parent(database_url: str,
+                                                             catalog: Catalog) -> None:
+    """Databases from before the unique index may hold several rungs for one parent."""
+    from sqlalchemy import text
+
+    engine = connect(database_url)
+    migrate(engine, "0005")
+    store = SqlStore(engine)
+    eng = engine_at(store, T0)
+    parent = eng.recommend(req(catalog)).recommendation
+    rung = eng.next_after_oom(parent.id, 0).recommendation
+    with engine.begin() as conn:  # a second rung, as concurrent retries used to store
+        conn.execute(text(
+            "INSERT INTO recommendations SELECT 'dup-rung', created_at, action_id, execution_id,"
+            " parent_id, attempt, pool_id, gpu_model, profile, profile_memory_mib,"
+            " compute_slices, memory_slices, whole_gpu, count, node_id, resources,"
+            " predicted_peak_mib, quantile, source, model_version, reason, ladder, oom_at,"
+            " oom_observed_peak_mib, card_compute_slices, node_gpus, predicted_throughput"
+            " FROM recommendations WHERE id = :id"), {"id": rung.id})
+    migrate(engine)
+    assert store.child_of(parent.id) is not None
+    with engine.connect() as conn:
+        parents = conn.execute(text(
+            "SELECT COUNT(*) FROM recommendations WHERE parent_id = :p"), {"p": parent.id}
+        ).scalar_one()
+    assert parents == 1
+    engine.dispose()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy.exc import DBAPIError
 
 from recommender import config
 
@@ -58,21 +60,32 @@ def alembic_config(engine: Engine) -> Config:
 
 def migrate(engine: Engine, revision: str = "head") -> None:
     """Upgrades (or, with a revision below the current one, downgrades) the schema."""
-    cfg = alembic_config(engine)
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+    _run_alembic(engine, lambda cfg: command.upgrade(cfg, revision))
 
 
 def downgrade(engine: Engine, revision: str) -> None:
+    _run_alembic(engine, lambda cfg: command.downgrade(cfg, revision))
+
+
+def _run_alembic(engine: Engine, step: Callable[[Config], None]) -> None:
     cfg = alembic_config(engine)
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                # The runner's 2 s statement timeout is not for schema changes on big tables.
+                conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+            cfg.attributes["connection"] = conn
+            step(cfg)
+    except DBAPIError as e:
+        raise StoreUnavailable(f"cannot migrate the database: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0]}") from e
 
 
 def current_revision(engine: Engine) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except DBAPIError as e:
+        raise StoreUnavailable(f"{type(e).__name__}: {str(e).splitlines()[0]}") from e

@@ -49,7 +49,8 @@ class RecommendationRow(Base):
     __table_args__ = (
         Index("ix_recommendations_action_created", "action_id", "created_at"),
         Index("ix_recommendations_created", "created_at"),
-        Index("ix_recommendations_parent", "parent_id"),
+        # One rung per parent: concurrent NextAfterOom retries get the same answer.
+        Index("ix_recommendations_parent", "parent_id", unique=True),
         Index("ix_recommendations_action_oom", "action_id", "oom_at",
               postgresql_where=text("oom_at IS NOT NULL"),
               sqlite_where=text("oom_at IS NOT NULL")),

@@ -188,8 +188,23 @@ class SqlStore:
 
     def save_rung_after_oom(
         self, parent_id: str, observed_peak_mib: float, at: datetime, rung: StoredRecommendation
-    ) -> None:
-        """Marks the parent as OOM and stores the next rung, in one transaction."""
+    ) -> StoredRecommendation:
+        """Marks the parent as OOM and stores the next rung, in one transaction; returns the
+        rung stored. A parent has one rung: when a concurrent retry stored one first, that one
+        is returned (a unique index on parent_id settles the race)."""
+        try:
+            self._save_rung(parent_id, observed_peak_mib, at, rung)
+            return rung
+        except StoreUnavailable as e:
+            if not isinstance(e.__cause__, IntegrityError):
+                raise
+            existing = self.child_of(parent_id)
+            if existing is None:
+                raise
+            return existing
+
+    def _save_rung(self, parent_id: str, observed_peak_mib: float, at: datetime,
+                   rung: StoredRecommendation) -> None:
         with self._session() as s:
             s.execute(
                 update(RecommendationRow)
