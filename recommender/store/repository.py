@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +27,7 @@ from recommender.domain import (
     Sample,
     StoredRecommendation,
 )
+from recommender.store.batch import GroupCommit
 from recommender.store.database import StoreUnavailable
 from recommender.store.models import ExecutionRow, ModelVersionRow, RecommendationRow
 
@@ -122,6 +123,10 @@ class SqlStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._recommendations: GroupCommit[dict[str, Any], None] = GroupCommit(
+            self._insert_recommendations, "write-recommendations")
+        self._executions: GroupCommit[dict[str, Any], bool] = GroupCommit(
+            self._insert_executions, "write-executions")
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -142,14 +147,18 @@ class SqlStore:
     # --- recommendations -------------------------------------------------------------
 
     def save_recommendation(self, rec: StoredRecommendation) -> None:
+        """Stores it before returning; concurrent calls share one transaction (group commit)."""
+        self._recommendations.submit(_row_values(rec))
+
+    def _insert_recommendations(self, rows: Sequence[dict[str, Any]]) -> list[None]:
         # A Core insert: the ORM's unit of work cost three times as much on this hot path.
-        values = _row_values(rec)
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(RecommendationRow), values)
+                conn.execute(insert(RecommendationRow), list(rows))
         except (DBAPIError, SQLAlchemyError) as e:
             raise StoreUnavailable(f"database error: {type(e).__name__}: {e}".splitlines()[0]
                                    ) from e
+        return [None] * len(rows)
 
     def get_recommendation(self, rec_id: str) -> StoredRecommendation | None:
         def q(s: Session) -> StoredRecommendation | None:
@@ -236,22 +245,36 @@ class SqlStore:
             "recorded_at": recorded_at,
             "features": dict(e.features),
         }
-        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        return self._executions.submit(values)
+
+    def _insert_executions(self, batch: Sequence[dict[str, Any]]) -> list[bool]:
+        """One INSERT .. ON CONFLICT DO NOTHING for the batch; True where a row was added.
+
+        Within a batch an id's first occurrence is written and any later one is a duplicate,
+        as it would have been had they come one after the other.
+        """
+        first: dict[str, dict[str, Any]] = {}
+        for values in batch:
+            first.setdefault(values["execution_id"], values)
+        dialect_insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         stmt = (
-            insert(ExecutionRow)
-            .values(**values)
+            dialect_insert(ExecutionRow)
+            .values(list(first.values()))
             .on_conflict_do_nothing(index_elements=["execution_id"])
             .returning(ExecutionRow.execution_id)
         )
-
-        def q(s: Session) -> bool:
+        with self._session() as s:
             # A row comes back only when it was inserted; rowcount is unreliable here.
-            inserted = s.execute(stmt).first() is not None
-            if inserted:
-                self._notify(s, e.action_id)
-            return inserted
-
-        return self._run(q)
+            inserted = {row[0] for row in s.execute(stmt)}
+            for action in sorted({first[i]["action_id"] for i in inserted}):
+                self._notify(s, action)
+        answered: set[str] = set()
+        out = []
+        for values in batch:
+            eid = values["execution_id"]
+            out.append(eid in inserted and eid not in answered)
+            answered.add(eid)
+        return out
 
     def get_execution(self, execution_id: str) -> Execution | None:
         def q(s: Session) -> Execution | None:
