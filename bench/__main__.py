@@ -72,12 +72,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import parvagpu, placement, recommend, record, retrain
+    from bench import placement, recommend, record, retrain, throughput_targets
 
     which = (["recommend", "record", "placement", "parvagpu"] if args.which == "all"
              else [args.which])
     runners = {"recommend": recommend.run, "record": record.run, "placement": placement.run,
-               "parvagpu": lambda a: parvagpu.main([]), "retrain": retrain.run}
+               "parvagpu": lambda a: throughput_targets.main([]), "retrain": retrain.run}
     args.record_url = args.database_url or os.environ.get("RECOMMENDER_TEST_POSTGRES_URL",
                                                           DEFAULT_PG)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

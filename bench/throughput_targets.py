@@ -130,23 +130,27 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
               if (p := model.profile(name)) is not None}
     pool = pb.Pool(pool_id="a100-80", gpu_model="A100-80GB", strategy=pb.MIG_STRATEGY_MIXED,
                    profiles=list(PROFILES.values()))
+
+    def run(execution_id: str, action: Action, c: int, count: int) -> None:
+        """Records the execution as the table says it went: OOM where the batch did not fit."""
+        fits = action.throughput[c] > 0
+        m = pb.ExecutionRecord(
+            execution_id=execution_id, action_id=action.name, gpu_model="A100-80GB",
+            profile=PROFILES[c], count=count,
+            peak_memory_mib=peak_mib(action, memory) if fits else memory[c],
+            sm_utilization=50.0, duration_s=600.0,
+            throughput=action.throughput[c] if fits else 0.0,
+            outcome=pb.OUTCOME_SUCCEEDED if fits else pb.OUTCOME_OOM,
+        )
+        engine.record_execution(execution_from_pb(catalog, m, clock[0]))
+
     serial = 0
     for action in actions:
-        peak = peak_mib(action, memory)
         for c in RECORDED:
             for _ in range(3):
                 serial += 1
                 clock[0] += timedelta(minutes=1)
-                fits = action.throughput[c] > 0
-                m = pb.ExecutionRecord(
-                    execution_id=f"x{serial}", action_id=action.name, gpu_model="A100-80GB",
-                    profile=PROFILES[c], count=1,
-                    peak_memory_mib=peak if fits else memory[c],
-                    sm_utilization=50.0, duration_s=600.0,
-                    throughput=action.throughput[c] if fits else 0.0,
-                    outcome=pb.OUTCOME_SUCCEEDED if fits else pb.OUTCOME_OOM,
-                )
-                engine.record_execution(execution_from_pb(catalog, m, clock[0]))
+                run(f"x{serial}", action, c, 1)
     rounds: list[Score] = []
     whole, oracle = Score(), Score()
     for round_no in range(ROUNDS):
@@ -172,16 +176,7 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
         for action, c, n in ran:
             serial += 1
             clock[0] += timedelta(seconds=1)
-            fits = action.throughput[c] > 0
-            m = pb.ExecutionRecord(
-                execution_id=f"x{serial}", action_id=action.name, gpu_model="A100-80GB",
-                profile=PROFILES[c], count=n,
-                peak_memory_mib=peak_mib(action, memory) if fits else memory[c],
-                sm_utilization=50.0, duration_s=600.0,
-                throughput=action.throughput[c] if fits else 0.0,
-                outcome=pb.OUTCOME_SUCCEEDED if fits else pb.OUTCOME_OOM,
-            )
-            engine.record_execution(execution_from_pb(catalog, m, clock[0]))
+            run(f"x{serial}", action, c, n)
     engine_db.dispose()
     return rounds, whole, oracle
 
@@ -205,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"trace not found: {args.trace}")
     actions = load(args.trace)
     with tempfile.TemporaryDirectory() as tmp:
-        url = args.database_url or f"sqlite:///{tmp}/parvagpu.db"
+        url = args.database_url or f"sqlite:///{tmp}/targets.db"
         rounds, whole, oracle = replay(actions, url)
     print(f"ParvaGPU A100-80GB: {len(actions)} actions (DNN x batch), targets "
           f"{', '.join(f'{t:g}x' for t in TARGETS)} the 7g throughput, max_workers {MAX_WORKERS},"
