@@ -20,7 +20,7 @@ from typing import Protocol
 
 from recommender import config
 from recommender.domain import Outcome, Sample
-from recommender.learning.model import MemoryModel
+from recommender.learning.model import MemoryModel, typical_peak_mib
 
 PRIOR = "prior"
 HISTORY = "history"
@@ -156,9 +156,8 @@ class Learned:
         model = self.model()
         if model is None or not evidence.features:
             return None
-        ok = [s.peak_mib for s in evidence.samples
-              if s.outcome is Outcome.SUCCEEDED and s.peak_mib > 0]
-        level = float(sorted(ok)[len(ok) // 2]) if ok else None
+        level = typical_peak_mib([s.peak_mib for s in evidence.samples
+                                  if s.outcome is Outcome.SUCCEEDED and s.peak_mib > 0])
         prediction = model.predict(evidence.action_id, evidence.features, level)
         if prediction is None or (prediction.scope == "pooled" and level is None):
             return None

@@ -50,6 +50,17 @@ class Dataset:
                        self.slice_mib[idx], self.outcome[idx], self.ended[idx],
                        self.gpu_model[idx], self.gpu_models, self.duration_s[idx])
 
+    def concat(self, later: Dataset) -> Dataset:
+        """This dataset followed by `later` (read from the same database in the same order)."""
+        return Dataset(
+            self.actions, self.features, np.concatenate([self.action, later.action]),
+            np.concatenate([self.x, later.x]), np.concatenate([self.peak, later.peak]),
+            np.concatenate([self.slice_mib, later.slice_mib]),
+            np.concatenate([self.outcome, later.outcome]),
+            np.concatenate([self.ended, later.ended]),
+            np.concatenate([self.gpu_model, later.gpu_model]), self.gpu_models,
+            np.concatenate([self.duration_s, later.duration_s]))
+
 
 def _rows(engine: Engine, columns: Sequence[object], chunk: int,
           since: datetime | None) -> Iterator[Sequence[tuple[object, ...]]]:

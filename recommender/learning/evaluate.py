@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from recommender import config
 from recommender.catalog import Catalog
 from recommender.learning.dataset import OOM, SUCCEEDED, Dataset
+from recommender.learning.fit import action_levels
 from recommender.learning.model import MemoryModel
 
 
@@ -109,8 +110,5 @@ def history_predictions(data: Dataset, history: Dataset) -> NDArray[np.float64]:
 
 
 def _levels(history: Dataset) -> dict[str, float]:
-    ok = (history.outcome == SUCCEEDED) & (history.peak > 0)
-    out: dict[str, float] = {}
-    for a in np.unique(history.action[ok]):
-        out[history.actions[int(a)]] = float(np.median(history.peak[ok & (history.action == a)]))
-    return out
+    levels = action_levels(history)
+    return {history.actions[a]: math.exp(v) for a, v in enumerate(levels) if not math.isnan(v)}

@@ -18,7 +18,7 @@ from sklearn.linear_model import QuantileRegressor
 
 from recommender import config
 from recommender.learning.dataset import SUCCEEDED, Dataset
-from recommender.learning.model import KIND
+from recommender.learning.model import KIND, typical_peak_mib
 from recommender.learning.trees import export_hgb, export_linear, load_estimator
 
 Params = dict[str, Any]
@@ -72,11 +72,12 @@ FAMILIES: dict[str, Callable[[NDArray[np.float64], NDArray[np.float64], float, i
 
 
 def action_levels(data: Dataset) -> NDArray[np.float64]:
-    """Median log peak of each action's successful executions (NaN without any)."""
+    """Log of each action's typical peak (NaN without a successful execution)."""
     levels = np.full(len(data.actions), np.nan)
     ok = (data.outcome == SUCCEEDED) & (data.peak > 0)
     for a in np.unique(data.action[ok]):
-        levels[a] = float(np.median(np.log(data.peak[ok & (data.action == a)])))
+        typical = typical_peak_mib(data.peak[ok & (data.action == a)].tolist())
+        levels[a] = math.log(typical) if typical else np.nan
     return levels
 
 

@@ -10,13 +10,20 @@ held-out recent executions, so the stated quantile's coverage holds on data it h
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from recommender.learning.trees import Linear, Trees, load_estimator
 
 KIND = "memory"
+
+
+def typical_peak_mib(peaks: Sequence[float]) -> float | None:
+    """An action's typical per-worker peak, the pooled model's action-level input: the median
+    of its successful peaks (the same in training, evaluation and serving)."""
+    return float(statistics.median(peaks)) if peaks else None
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,7 @@ def retrain(engine: Engine, catalog: Catalog, *, now: datetime | None = None,
     version = f"mem-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
     candidate = MemoryModel(version, params)
     say("testing on the hold-out")
-    seen = train.take(np.arange(len(train)))
-    seen_all = _concat(train, calib)
+    seen_all = train.concat(calib)
     fallback = history_predictions(test, seen_all)
     cand = score(test, model_predictions(candidate, test, seen_all, fallback), catalog)
     history = score(test, fallback, catalog)
@@ -118,7 +117,6 @@ def retrain(engine: Engine, catalog: Catalog, *, now: datetime | None = None,
     }
     reason = f"{'promoted' if better else 'not promoted'} against {against}: {why}; " \
              f"family {report.family}, {report.action_models} action models"
-    del seen
     result = RetrainResult(version, better, reason, metrics)
     v = ModelVersion(
         version=version, created_at=now, kind=KIND, promoted=better, serving=better,
@@ -137,12 +135,3 @@ def retrain(engine: Engine, catalog: Catalog, *, now: datetime | None = None,
 
 def _when(epoch: float) -> datetime:
     return datetime.fromtimestamp(float(epoch), tz=UTC)
-
-
-def _concat(a: Dataset, b: Dataset) -> Dataset:
-    return Dataset(a.actions, a.features, np.concatenate([a.action, b.action]),
-                   np.concatenate([a.x, b.x]), np.concatenate([a.peak, b.peak]),
-                   np.concatenate([a.slice_mib, b.slice_mib]),
-                   np.concatenate([a.outcome, b.outcome]), np.concatenate([a.ended, b.ended]),
-                   np.concatenate([a.gpu_model, b.gpu_model]), a.gpu_models,
-                   np.concatenate([a.duration_s, b.duration_s]))

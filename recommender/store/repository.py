@@ -53,6 +53,7 @@ def profile_to_json(p: MigProfile) -> dict[str, Any]:
 
 
 def profile_from_json(d: dict[str, Any]) -> MigProfile:
+    """A stored profile: what a recommendation said, not the catalog's full entry."""
     return MigProfile(
         name=d["name"],
         compute_slices=int(d["compute_slices"]),
@@ -619,15 +620,11 @@ def _to_stored(row: RecommendationRow) -> StoredRecommendation:
     rung = Rung(
         pool_id=row.pool_id,
         gpu_model=row.gpu_model,
-        profile=MigProfile(
-            name=row.profile,
-            compute_slices=row.compute_slices,
-            memory_slices=row.memory_slices,
-            memory_mib=row.profile_memory_mib,
-            max_count=0,
-            placement=None,
-            whole_gpu=row.whole_gpu,
-        ),
+        profile=profile_from_json({
+            "name": row.profile, "compute_slices": row.compute_slices,
+            "memory_slices": row.memory_slices, "memory_mib": row.profile_memory_mib,
+            "whole_gpu": row.whole_gpu,
+        }),
         count=row.count,
         resources={str(k): str(v) for k, v in row.resources.items()},
         node_id=row.node_id,
