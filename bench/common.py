@@ -155,10 +155,9 @@ def build_server(database_url: str, *, max_workers: int = 16) -> tuple[grpc.Serv
     interceptors), so the two handlers share every layer except the work behind them.
     """
     from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
     from recommender.catalog import load_catalog
     from recommender.engine import RecommenderEngine
-    from recommender.service import AdminServicer, RecommenderServicer
+    from recommender.service import AdminServicer, RecommenderServicer, add_to_server
     from recommender.store import SqlStore, connect
     from recommender.store.cache import ActionCache, ActionListener
 
@@ -176,8 +175,8 @@ def build_server(database_url: str, *, max_workers: int = 16) -> tuple[grpc.Serv
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_RecommenderServicer_to_server(RecommenderServicer(engine, catalog), server)
-    pb_grpc.add_AdminServicer_to_server(AdminServicer(engine, catalog), server)
+    add_to_server(RecommenderServicer(engine, catalog), "Recommender", server)
+    add_to_server(AdminServicer(engine, catalog), "Admin", server)
 
     def echo(request: Any, _context: grpc.ServicerContext) -> Any:
         return request

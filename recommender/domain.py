@@ -67,6 +67,12 @@ class Sample:
     profile: str = ""
     throughput: float = 0.0
     """Items/s per worker, 0 when not measured."""
+    at_s: float = field(init=False, repr=False, compare=False)
+    """`at` as POSIX seconds, computed once: decays weigh every sample on every Recommend, and
+    datetime arithmetic cost them more than the rest of the estimate."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "at_s", self.at.timestamp())
 
 
 @dataclass(frozen=True)

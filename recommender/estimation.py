@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
+from operator import attrgetter
 from typing import Protocol
 
 from recommender import config
@@ -73,6 +75,21 @@ def decay_weight(age: timedelta, half_life: timedelta) -> float:
     return float(0.5 ** (max(age.total_seconds(), 0.0) / half_life.total_seconds()))
 
 
+def decay_weights(samples: Sequence[Sample], now: datetime, half_life: timedelta) -> list[float]:
+    """`decay_weight` of each sample's age at `now`, in plain float arithmetic (hot path)."""
+    now_s, half_s = now.timestamp(), half_life.total_seconds()
+    return [0.5 ** (max(now_s - s.at_s, 0.0) / half_s) for s in samples]
+
+
+@lru_cache(maxsize=64)
+def rank_weights(n: int, half_life_executions: float) -> tuple[float, ...]:
+    """0.5 ** (rank / half-life) for ranks 0..n-1: the same few tables on every call."""
+    return tuple(0.5 ** (rank / half_life_executions) for rank in range(n))
+
+
+_at_s = attrgetter("at_s")
+
+
 def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
     """The smallest value whose cumulative weight reaches q of the total."""
     pairs = sorted(zip(values, weights, strict=True))
@@ -118,15 +135,15 @@ class DecayedQuantile:
     half_life_executions: float = config.HISTORY_HALF_LIFE_EXECUTIONS
 
     def estimate(self, evidence: Evidence) -> Estimate | None:
-        samples = sorted(informative(evidence.samples), key=lambda s: s.at, reverse=True)
+        samples = sorted(informative(evidence.samples), key=_at_s, reverse=True)
         if not samples:
             return None
-        weights = [decay_weight(evidence.now - s.at, self.half_life) for s in samples]
+        weights = decay_weights(samples, evidence.now, self.half_life)
         if sum(weights) < self.min_weight:
             return None
         if self.half_life_executions > 0:
-            weights = [w * 0.5 ** (rank / self.half_life_executions)
-                       for rank, w in enumerate(weights)]
+            by_rank = rank_weights(len(weights), self.half_life_executions)
+            weights = [w * r for w, r in zip(weights, by_rank, strict=True)]
         value = weighted_quantile([sample_value(s) for s in samples], weights, self.quantile)
         ooms = sum(1 for s in samples if s.outcome is Outcome.OOM)
         return Estimate(
@@ -288,7 +305,7 @@ def mean_sm_utilisation(samples: Sequence[Sample], now: datetime) -> float | Non
     ok = [s for s in samples if s.outcome is Outcome.SUCCEEDED and s.sm_utilization > 0]
     if not ok:
         return None
-    weights = [decay_weight(now - s.at, config.HISTORY_HALF_LIFE) for s in ok]
+    weights = decay_weights(ok, now, config.HISTORY_HALF_LIFE)
     total = sum(weights)
     if total <= 0 or math.isclose(total, 0.0):
         return None

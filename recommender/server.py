@@ -17,11 +17,10 @@ from grpc_reflection.v1alpha import reflection
 
 from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.auth import AdminTokenInterceptor
 from recommender.catalog import Catalog
 from recommender.engine import RecommenderEngine
-from recommender.service import AdminServicer, RecommenderServicer
+from recommender.service import AdminServicer, RecommenderServicer, add_to_server
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +86,8 @@ def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", po
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_RecommenderServicer_to_server(RecommenderServicer(engine, catalog), server)
-    pb_grpc.add_AdminServicer_to_server(AdminServicer(engine, catalog), server)
+    add_to_server(RecommenderServicer(engine, catalog), "Recommender", server)
+    add_to_server(AdminServicer(engine, catalog), "Admin", server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (

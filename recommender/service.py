@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import grpc
+from google.protobuf.message import DecodeError
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from recommender import metrics
@@ -78,6 +79,48 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
             line["error"] = message
         access_log.info(json.dumps(line))
         metrics.record_call(method, code.name, time.perf_counter() - start)
+
+
+def add_to_server(servicer: object, service_name: str, server: grpc.Server) -> None:
+    """Registers `servicer`'s methods for the proto service `service_name` (e.g. "Recommender").
+
+    What the generated `add_*Servicer_to_server` does, except that requests arrive as bytes and
+    are parsed here: gRPC-Python answers INTERNAL for bytes its deserializer rejects, before any
+    of our code runs, and the contract says malformed input is INVALID_ARGUMENT.
+    """
+    service = pb.DESCRIPTOR.services_by_name[service_name]
+    handlers = {}
+    for method in service.methods:
+        request_type = getattr(pb, method.input_type.name)
+        response_type = getattr(pb, method.output_type.name)
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            _parsing(method.name, request_type, getattr(servicer, method.name)),
+            request_deserializer=None,
+            response_serializer=response_type.SerializeToString,
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    # As the generated code does; grpc's type stubs do not know this method yet.
+    server.add_registered_method_handlers(  # type: ignore[attr-defined]
+        service.full_name, handlers)
+
+
+def _parsing(method: str, request_type: Any, behaviour: Callable[[Any, grpc.ServicerContext], R]
+             ) -> Callable[[bytes, grpc.ServicerContext], R]:
+    def parse_then_call(raw: bytes, context: grpc.ServicerContext) -> R:
+        try:
+            request = request_type.FromString(raw)
+        except DecodeError as e:
+            problem = (f"request: not a valid {request_type.DESCRIPTOR.full_name} message"
+                       f" ({e})")
+
+            def reject() -> R:
+                raise InvalidArgument(problem)
+
+            return handle(method, context, {}, reject)
+        return behaviour(request, context)
+
+    return parse_then_call
 
 
 class RecommenderServicer(pb_grpc.RecommenderServicer):
