@@ -18,9 +18,11 @@ COPY recommender ./recommender
 COPY migrations ./migrations
 # setup.py generates the protobuf/gRPC modules from proto/ with grpcio-tools (a build
 # requirement in pyproject.toml) while the package is built; pip compiles the .pyc files here,
-# so the read-only root filesystem at run time costs nothing.
+# so the read-only root filesystem at run time costs nothing. The import check runs with -P:
+# from /src, plain `python -c` would import the source tree (no recommender.migrations there)
+# instead of what was installed.
 RUN /opt/venv/bin/pip install . \
- && /opt/venv/bin/python -c "import recommender._proto.intelliscale.recommender.v1.recommender_pb2_grpc, recommender.migrations"
+ && /opt/venv/bin/python -P -c "import recommender._proto.intelliscale.recommender.v1.recommender_pb2_grpc, recommender.migrations"
 
 # --- run -----------------------------------------------------------------------------------
 FROM python:3.11-slim-bookworm
