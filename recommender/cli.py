@@ -100,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     models.stop()
     if listener is not None:
         listener.stop()
+    store.close()
     return 0
 
 

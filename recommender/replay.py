@@ -212,6 +212,7 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                 sm_utilization=0.0, duration_s=e.duration_h * 3600, throughput=0.0,
                 outcome=Outcome.SUCCEEDED if served else Outcome.OOM, ended_at=e.at,
                 features=dict(e.features)))
+        store.close()
         engine_db.dispose()
     return m
 

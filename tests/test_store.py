@@ -182,3 +182,31 @@ def test_migration_0006_keeps_the_oldest_rung_of_each_parent(database_url: str,
         ).scalar_one()
     assert parents == 1
     engine.dispose()
+
+
+@pytest.mark.postgres
+def test_writers_reconnect_after_their_connection_is_killed(postgres_url: str) -> None:
+    """The group-commit writers keep one connection each, unpinged. When the database has
+    dropped it (a restart, a failover, an idle timeout), the next write notices and writes on a
+    new connection, as the pool's ping would have made it do."""
+    from sqlalchemy import create_engine, make_url, text
+
+    engine = connect(postgres_url)
+    migrate(engine)
+    store = SqlStore(engine)
+    try:
+        assert store.record_execution(execution("before"), T0)
+        name = make_url(postgres_url).database
+        admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            killed = conn.execute(text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": name}).scalar_one()
+        admin.dispose()
+        assert killed >= 1
+        assert store.record_execution(execution("after"), T0)
+        assert not store.record_execution(execution("after"), T0), "written once"
+        assert store.get_execution("after") is not None
+    finally:
+        store.close()
+        engine.dispose()

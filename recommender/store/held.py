@@ -7,10 +7,17 @@ one-row write). Only one thread uses it at a time: `GroupCommit` never runs two 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+import logging
+from collections.abc import Callable
+from contextlib import suppress
+from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class HeldConnection:
@@ -18,19 +25,31 @@ class HeldConnection:
         self._engine = engine
         self._conn: Connection | None = None
 
-    @contextmanager
-    def begin(self) -> Iterator[Connection]:
-        """A transaction on the held connection, committed on exit.
+    def run(self, work: Callable[[Connection], T]) -> T:
+        """`work` in one transaction on the held connection, committed before returning.
 
-        Any error drops the connection, so a database that restarted is reconnected to by the
-        next write (the failing one reports the error, and the caller may retry it).
+        Any error drops the connection. When the database had dropped it while it sat idle (a
+        restart, a failover, an idle timeout: what the pool's ping would have caught), `work`
+        runs once more on a new connection: the writes we make are safe to repeat (inserts of
+        new ids, or ON CONFLICT DO NOTHING). Other errors go to the caller.
         """
+        reused = self._conn is not None
+        try:
+            return self._once(work)
+        except DBAPIError as e:
+            if not (reused and e.connection_invalidated):
+                raise
+            log.warning("writer connection lost (%s); writing on a new one",
+                        str(e).splitlines()[0])
+            return self._once(work)
+
+    def _once(self, work: Callable[[Connection], T]) -> T:
         if self._conn is None:
             self._conn = self._engine.connect()
         conn = self._conn
         try:
             with conn.begin():
-                yield conn
+                return work(conn)
         except BaseException:
             self._conn = None
             with suppress(Exception):

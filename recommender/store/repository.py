@@ -147,11 +147,9 @@ class SqlStore:
         self._recommendation_writer.close()
         self._execution_writer.close()
 
-    @contextmanager
-    def _writing(self, writer: HeldConnection) -> Iterator[Connection]:
+    def _write(self, writer: HeldConnection, work: Callable[[Connection], T]) -> T:
         try:
-            with writer.begin() as conn:
-                yield conn
+            return writer.run(work)
         except (DBAPIError, SQLAlchemyError) as e:
             raise StoreUnavailable(f"database error: {type(e).__name__}: {e}".splitlines()[0]
                                    ) from e
@@ -180,8 +178,8 @@ class SqlStore:
 
     def _insert_recommendations(self, rows: Sequence[dict[str, Any]]) -> list[None]:
         # A Core insert: the ORM's unit of work cost three times as much on this hot path.
-        with self._writing(self._recommendation_writer) as conn:
-            conn.execute(self._insert_recommendation, list(rows))
+        self._write(self._recommendation_writer,
+                    lambda conn: conn.execute(self._insert_recommendation, list(rows)))
         return [None] * len(rows)
 
     def get_recommendation(self, rec_id: str) -> StoredRecommendation | None:
@@ -287,11 +285,15 @@ class SqlStore:
         first: dict[str, dict[str, Any]] = {}
         for values in batch:
             first.setdefault(values["execution_id"], values)
-        with self._writing(self._execution_writer) as conn:
+
+        def insert(conn: Connection) -> set[str]:
             # A row comes back only when it was inserted; rowcount is unreliable here.
             inserted = {row[0] for row in conn.execute(self._insert_execution,
                                                        list(first.values()))}
             self._notify_all(conn, {first[i]["action_id"] for i in inserted})
+            return inserted
+
+        inserted = self._write(self._execution_writer, insert)
         answered: set[str] = set()
         out = []
         for values in batch:
