@@ -1,7 +1,7 @@
 """Faults the service must survive, against the real server in a child process.
 
 * load: 16 client threads mix Recommend, NextAfterOom and RecordExecution (with retries of
-  acknowledged ids and ids raced by several clients) for about 30 s: no call fails, and the
+  acknowledged ids and ids raced by several clients) for a minute: no call fails, and the
   executions table holds exactly the acknowledged executions;
 * a NextAfterOom retried while the first call still runs gives the same single rung (a unique
   index on the parent settles the race);
@@ -268,7 +268,8 @@ def assert_exactly_once(url: str, expected: set[str]) -> None:
 # --- a. load -----------------------------------------------------------------------------
 
 LOAD_CLIENTS = 16
-LOAD_SECONDS = 30.0
+LOAD_SECONDS = 60.0
+"""A minute, as the issue asks."""
 LOAD_MAX_ITERATIONS = 3000
 """Per client: the time bound ends the run long before this count does on 2 cores."""
 
