@@ -124,27 +124,28 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     if len(p.nodes) > config.MAX_NODES_PER_POOL:
         raise InvalidArgument(f"{field}.nodes: at most {config.MAX_NODES_PER_POOL} nodes")
     nodes = []
+    units = model.placement_units or 0
     for j, n in enumerate(p.nodes):
-        nfield = f"{field}.nodes[{j}]"
-        node_id = _text(n.node_id, f"{nfield}.node_id")
+        node_id = _text(n.node_id, f"{field}.nodes[{j}].node_id")
         if len(n.gpus) > config.MAX_GPUS_PER_NODE:
-            raise InvalidArgument(f"{nfield}.gpus: at most {config.MAX_GPUS_PER_NODE} GPUs")
+            raise InvalidArgument(f"{field}.nodes[{j}].gpus: at most "
+                                  f"{config.MAX_GPUS_PER_NODE} GPUs")
+        # Field paths are formatted only for an error: a pool can list thousands of GPUs.
         gpus = []
         for k, g in enumerate(n.gpus):
-            gfield = f"{nfield}.gpus[{k}]"
-            units = model.placement_units or 0
             occupied = []
             for m, pl in enumerate(g.occupied):
                 if pl.start < 0 or pl.size <= 0 or (units and pl.start + pl.size > units):
                     raise InvalidArgument(
-                        f"{gfield}.occupied[{m}]: {pl.start}:{pl.size} is not a placement on "
-                        f"{model.id} (units 0..{units})"
+                        f"{field}.nodes[{j}].gpus[{k}].occupied[{m}]: {pl.start}:{pl.size} is "
+                        f"not a placement on {model.id} (units 0..{units})"
                     )
                 occupied.append((pl.start, pl.size))
             names = tuple(
-                resolve_profile(model, name, f"{gfield}.occupied_profiles[{m}]").name
+                resolve_profile(model, name,
+                                f"{field}.nodes[{j}].gpus[{k}].occupied_profiles[{m}]").name
                 for m, name in enumerate(g.occupied_profiles)
-            )
+            ) if g.occupied_profiles else ()
             gpus.append(GpuState(uuid=g.uuid or f"{node_id}/{k}", occupied=tuple(occupied),
                                  occupied_profiles=names))
         nodes.append(Node(node_id=node_id, gpus=tuple(gpus)))
