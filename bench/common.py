@@ -25,6 +25,8 @@ from typing import Any
 
 import grpc
 
+from recommender import config
+
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TRIVIAL_METHOD = "/bench.Trivial/Echo"
 SERVER_LIFETIME_S = 900.0
@@ -148,7 +150,8 @@ def describe_url(url: str) -> str:
 # --- the server under test ---------------------------------------------------------------
 
 
-def build_server(database_url: str, *, max_workers: int = 16) -> tuple[grpc.Server, int]:
+def build_server(database_url: str, *, max_workers: int | None = None
+                 ) -> tuple[grpc.Server, int]:
     """The real servicers and a trivial echo handler on one grpc.Server.
 
     Same thread pool and options as recommender.server.start (no admin token, so no
@@ -169,7 +172,8 @@ def build_server(database_url: str, *, max_workers: int = 16) -> tuple[grpc.Serv
         ActionListener(db, cache).start()
     engine = RecommenderEngine(SqlStore(db), catalog=catalog, cache=cache)
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
+        futures.ThreadPoolExecutor(max_workers=max_workers or config.RPC_THREADS,
+                                   thread_name_prefix="rpc"),
         options=[
             ("grpc.max_receive_message_length", 4 * 1024 * 1024),
             ("grpc.so_reuseport", 0),

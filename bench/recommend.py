@@ -30,6 +30,7 @@ from bench.common import (
     table,
     verdict,
 )
+from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.store import connect
@@ -167,9 +168,9 @@ def run(args: argparse.Namespace) -> None:
             first = pb_grpc.RecommenderStub(channel).Recommend(plain, timeout=10)
             sized = pb_grpc.RecommenderStub(channel).Recommend(with_nodes, timeout=10)
         print(f"Recommend: database {describe_url(db_url)}, {HISTORY} executions of the action "
-              f"recorded first; server in a child process, 16 RPC threads; client threads each "
-              f"with their own channel; {rounds} rounds x {seconds:g} s per cell, handlers "
-              "interleaved within a round.")
+              f"recorded first; server in a child process, {config.RPC_THREADS} RPC threads; "
+              f"client threads each with their own channel; {rounds} rounds x {seconds:g} s "
+              "per cell, handlers interleaved within a round.")
         print(f"  request: A100-40GB pool (mixed), 2 workers, declared 7,500 MiB "
               f"({plain.ByteSize()} bytes) -> {first.profile.name} x {first.count}, "
               f"source {first.source}")

@@ -94,7 +94,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _collect_metrics(models, cache)
         serve_metrics(args.metrics_host, args.metrics_port)
     running = start(RecommenderEngine(store, catalog=catalog, models=models, cache=cache),
-                    catalog, host=args.host, port=port, admin_token=admin_token, tls=tls)
+                    catalog, host=args.host, port=port, admin_token=admin_token, tls=tls,
+                    max_workers=args.rpc_threads or config.RPC_THREADS)
     print(f"recommender listening on {args.host}:{running.port}", flush=True)
     serve_until_signalled(running, stop)
     models.stop()
@@ -168,6 +169,17 @@ def _when(value: str) -> datetime:
             f"{value!r}: not an ISO time (2025-01-31T12:00Z) nor a duration ago (24h, 7d)"
         ) from e
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _rpc_threads(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 256:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: a whole number from 1 to 256 (--rpc-threads, RECOMMENDER_RPC_THREADS)")
+    return n
 
 
 def _limit(value: str) -> int:
@@ -383,6 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None,
                        help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
     serve.add_argument("--host", default="[::]")
+    serve.add_argument("--rpc-threads", type=_rpc_threads, metavar="N",
+                       default=os.environ.get("RECOMMENDER_RPC_THREADS"),
+                       help="threads serving calls (env RECOMMENDER_RPC_THREADS; default "
+                       f"{config.RPC_THREADS})")
     serve.add_argument("--tls-cert", default=os.environ.get("RECOMMENDER_TLS_CERT"),
                        help="PEM certificate (chain) for TLS on the gRPC port "
                        "(env RECOMMENDER_TLS_CERT)")

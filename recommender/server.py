@@ -69,8 +69,8 @@ class TlsConfigError(ValueError):
 
 
 def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", port: int = 0,
-          max_workers: int = 16, admin_token: str | None = None, tls: Tls | None = None
-          ) -> Running:
+          max_workers: int = config.RPC_THREADS, admin_token: str | None = None,
+          tls: Tls | None = None) -> Running:
     """Starts serving; port 0 picks a free one. Health says SERVING once it accepts calls.
 
     With `admin_token`, every Admin call needs metadata `authorization: Bearer <token>`

@@ -75,6 +75,18 @@ def test_environment_configures_port_and_database(tmp_path: Path) -> None:
     assert out.returncode == 0 and "None" in out.stdout
 
 
+def test_rpc_threads_is_checked_from_the_option_and_the_environment(tmp_path: Path) -> None:
+    from recommender.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--rpc-threads", "3"]).rpc_threads == 3
+    for bad in ("0", "many", "257"):
+        out = run("serve", "--port", "0", cwd=tmp_path, env={"RECOMMENDER_RPC_THREADS": bad})
+        assert out.returncode == 2
+        assert f"'{bad}': a whole number from 1 to 256" in out.stderr
+        assert "RECOMMENDER_RPC_THREADS" in out.stderr
+    assert not (tmp_path / "recommender.db").exists(), "refused before touching the database"
+
+
 def test_malformed_catalog_override_is_refused_at_start(tmp_path: Path) -> None:
     bad = tmp_path / "override.json"
     bad.write_text(json.dumps({"gpus": [{"id": "A100-40GB", "profiles": [
