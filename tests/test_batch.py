@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -67,20 +68,30 @@ def _submit_all(group: GroupCommit[int, int], items: range
     return results, errors, threads
 
 
-def test_callers_that_arrive_during_a_write_share_the_next_one() -> None:
-    write = Recorder()
+def _pile_up(write: Recorder, group: GroupCommit[int, int], n: int = 10
+             ) -> tuple[dict[int, int], dict[int, BaseException]]:
+    """Item 0 is written while items 1..n queue behind it; then all run to the end. Returns
+    the answers and errors of items 1..n."""
     write.gate.clear()
-    group: GroupCommit[int, int] = GroupCommit(write, "test")
-    first, _, first_threads = _submit_all(group, range(1))
+    first, first_errors, first_threads = _submit_all(group, range(1))
     assert write.entered.wait(5)
-    results, errors, threads = _submit_all(group, range(1, 11))
-    while len(group._pending) < 10:  # all ten queued behind the write in progress
-        threading.Event().wait(0.001)
+    results, errors, threads = _submit_all(group, range(1, n + 1))
+    deadline = time.monotonic() + 10
+    while len(group._pending) < n:  # all queued behind the write in progress
+        assert time.monotonic() < deadline, "callers did not queue"
+        time.sleep(0.001)
     write.gate.set()
     for t in (*first_threads, *threads):
         t.join(10)
+    assert first == {0: 0} and not first_errors
+    return results, errors
+
+
+def test_callers_that_arrive_during_a_write_share_the_next_one() -> None:
+    write = Recorder()
+    group: GroupCommit[int, int] = GroupCommit(write, "test")
+    results, errors = _pile_up(write, group)
     assert not errors
-    assert first == {0: 0}
     assert results == {i: i * 10 for i in range(1, 11)}
     assert [sorted(b) for b in write.batches] == [[0], list(range(1, 11))]
     assert write.max_active == 1, "two writes ran at once"
@@ -88,16 +99,8 @@ def test_callers_that_arrive_during_a_write_share_the_next_one() -> None:
 
 def test_max_batch_splits_and_every_caller_is_answered() -> None:
     write = Recorder()
-    write.gate.clear()
     group: GroupCommit[int, int] = GroupCommit(write, "test", max_batch=4)
-    _, _, first_threads = _submit_all(group, range(1))
-    assert write.entered.wait(5)
-    results, errors, threads = _submit_all(group, range(1, 11))
-    while len(group._pending) < 10:
-        threading.Event().wait(0.001)
-    write.gate.set()
-    for t in (*first_threads, *threads):
-        t.join(10)
+    results, errors = _pile_up(write, group)
     assert not errors and results == {i: i * 10 for i in range(1, 11)}
     assert [len(b) for b in write.batches] == [1, 4, 4, 2]
     assert write.max_active == 1
@@ -105,17 +108,9 @@ def test_max_batch_splits_and_every_caller_is_answered() -> None:
 
 def test_a_failed_write_fails_its_batch_only() -> None:
     write = Recorder()
-    write.gate.clear()
     write.fail_on = 5
     group: GroupCommit[int, int] = GroupCommit(write, "test")
-    _, _, first_threads = _submit_all(group, range(1))
-    assert write.entered.wait(5)
-    results, errors, threads = _submit_all(group, range(1, 11))
-    while len(group._pending) < 10:
-        threading.Event().wait(0.001)
-    write.gate.set()
-    for t in (*first_threads, *threads):
-        t.join(10)
+    results, errors = _pile_up(write, group)
     assert set(errors) == set(range(1, 11)) and not results
     assert all(isinstance(e, ConnectionError) for e in errors.values())
     write.fail_on = None
