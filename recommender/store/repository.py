@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -208,18 +208,13 @@ class SqlStore:
                 .where(RecommendationRow.id == rec_id, RecommendationRow.oom_at.is_(None))
                 .values(oom_at=at, oom_observed_peak_mib=observed_peak_mib or None)
             )
-            self._notify(s, action_id)
+            self._notify(s, [action_id])
 
-    def _notify(self, s: Session, action_id: str) -> None:
-        """Tells every replica (on PostgreSQL) that this action's history changed, when the
-        transaction commits: their cached statistics for it are dropped."""
-        if action_id and self.engine.dialect.name == "postgresql":
-            s.execute(text("SELECT pg_notify(:channel, :action)"),
-                      {"channel": ACTION_CHANNEL, "action": action_id})
-
-    def _notify_all(self, conn: Connection, action_ids: set[str]) -> None:
-        """`_notify` for several actions in one statement (one round trip per batch)."""
-        actions = sorted(a for a in action_ids if a)
+    def _notify(self, conn: Session | Connection, action_ids: Iterable[str]) -> None:
+        """Tells every replica (on PostgreSQL) that these actions' history changed, when the
+        transaction commits: their cached statistics for them are dropped. One statement for
+        all of them (one round trip per group-commit batch)."""
+        actions = sorted({a for a in action_ids if a})
         if actions and self.engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_notify(:channel, a) FROM unnest(CAST(:actions AS text[]))"
                               " AS a"), {"channel": ACTION_CHANNEL, "actions": actions})
@@ -250,7 +245,7 @@ class SqlStore:
                 .values(oom_at=at, oom_observed_peak_mib=observed_peak_mib or None)
             )
             s.add(_to_row(rung))
-            self._notify(s, rung.action_id)
+            self._notify(s, [rung.action_id])
 
     # --- executions ------------------------------------------------------------------
 
@@ -290,7 +285,7 @@ class SqlStore:
             # A row comes back only when it was inserted; rowcount is unreliable here.
             inserted = {row[0] for row in conn.execute(self._insert_execution,
                                                        list(first.values()))}
-            self._notify_all(conn, {first[i]["action_id"] for i in inserted})
+            self._notify(conn, (first[i]["action_id"] for i in inserted))
             return inserted
 
         inserted = self._write(self._execution_writer, insert)
