@@ -208,6 +208,9 @@ def _child(database_url: str, conn: Connection) -> None:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     server, port = build_server(database_url)
+    from recommender.server import freeze_startup_heap
+
+    freeze_startup_heap()  # as `recommender serve` does
     conn.send(port)
     deadline = time.monotonic() + SERVER_LIFETIME_S
     try:

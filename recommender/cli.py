@@ -56,6 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recommender.server import (
         Tls,
         TlsConfigError,
+        freeze_startup_heap,
         serve_until_signalled,
         shutdown_on_signals,
         start,
@@ -93,6 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.metrics_port >= 0:
         _collect_metrics(models, cache)
         serve_metrics(args.metrics_host, args.metrics_port)
+    freeze_startup_heap()
     running = start(RecommenderEngine(store, catalog=catalog, models=models, cache=cache),
                     catalog, host=args.host, port=port, admin_token=admin_token, tls=tls,
                     max_workers=args.rpc_threads or config.RPC_THREADS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -108,6 +109,16 @@ def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", po
              "plaintext" if tls is None else "TLS" if tls.client_ca is None else "mutual TLS",
              "need the admin token" if admin_token else "are open (no admin token configured)")
     return Running(server, bound, health_servicer)
+
+
+def freeze_startup_heap() -> None:
+    """Moves everything allocated so far (SQLAlchemy, protobuf descriptors, the catalog, about
+    150,000 objects) out of the cycle collector's sight, so its full collections scan only
+    what calls allocate. (Reference counting still frees those objects; only a cycle among
+    them would stay.) Converting a Recommend that lists 256 nodes of 8 GPUs took 7.5 ms with
+    the startup heap scanned, 5.9 ms with it frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 def shutdown_on_signals() -> threading.Event:
