@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from recommender.catalog import GpuModel, MigProfile
@@ -29,6 +30,12 @@ class Outcome(enum.Enum):
 class Node:
     node_id: str
     gpus: tuple[GpuState, ...]
+
+    @cached_property
+    def busy_gpus(self) -> int:
+        """GPUs with something on them. Computed once: the policy ranks nodes by it for the
+        recommendation and again for each rung of the ladder."""
+        return sum(1 for g in self.gpus if not g.idle)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from recommender.catalog import GpuModel, MigProfile
 
@@ -30,6 +31,15 @@ class GpuState:
     @property
     def idle(self) -> bool:
         return not self.occupied and not self.occupied_profiles
+
+    @cached_property
+    def used_mask(self) -> int:
+        """Bit i set when placement unit i is in use by a known placement (not checked against
+        the model's units: `_occupied_mask` does that where it matters)."""
+        mask = 0
+        for start, size in self.occupied:
+            mask |= ((1 << size) - 1) << start
+        return mask
 
 
 @dataclass(frozen=True)

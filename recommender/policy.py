@@ -84,7 +84,7 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     if not profile.whole_gpu and not pool.model.placements_known:
         return None, 0, f"{pool.model.id} has no known placement table: cannot place MIG slices"
     units = pool.model.placement_units or 0
-    nodes = sorted(pool.nodes, key=lambda n: -sum(not g.idle for g in n.gpus))
+    nodes = sorted(pool.nodes, key=lambda n: -n.busy_gpus)
     best: tuple[tuple[int, int], Node] | None = None
     scored = 0
     for node in nodes:
@@ -129,9 +129,7 @@ def _room_at_most(node: Node, profile: MigProfile, units: int) -> int:
         return 0
     room = 0
     for gpu in node.gpus:
-        used = 0
-        for start, size in gpu.occupied:
-            used |= ((1 << size) - 1) << start
+        used = gpu.used_mask
         free_units = units - used.bit_count()
         starts = sum(1 for st in rule.starts if not used & (((1 << rule.size) - 1) << st))
         room += min(starts, profile.max_count, free_units // rule.size)
