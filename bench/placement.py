@@ -157,3 +157,48 @@ def run(args: argparse.Namespace) -> None:
     print(f"Slowest single search: {max(overall):.2f} ms. No explicit target in the issue; for "
           "scale, >= 1,000 recommendations/s leaves 1 ms per recommendation on one core, and "
           "a Recommend may run place() several times per listed node.")
+    print()
+    node_lists(reps)
+
+
+NODE_LISTS = (4, 16, 64, 256)
+
+
+def node_lists(reps: int) -> None:
+    """What a Recommend that lists many nodes costs before and after the search: turning the
+    message into domain values, then the policy (rank nodes, place, build the ladder)."""
+    from bench.recommend import bench_request
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+    from recommender.convert import request_from_pb
+    from recommender.estimation import HISTORY, Estimate
+    from recommender.policy import recommend
+
+    catalog = load_catalog()
+    estimate = Estimate(mib=7700.0, source=HISTORY, quantile=0.9, detail="bench")
+    rows: list[list[object]] = []
+    for nodes in NODE_LISTS:
+        raw = bench_request(nodes=nodes).SerializeToString()
+        convert_ms: list[float] = []
+        policy_ms: list[float] = []
+        budget = time.perf_counter() + CASE_BUDGET_S
+        node = ""
+        for _ in range(reps):
+            message = pb.RecommendRequest.FromString(raw)  # new objects, as each call has
+            t0 = time.perf_counter()
+            request = request_from_pb(catalog, message)
+            t1 = time.perf_counter()
+            node = recommend(request, estimate).rung.node_id
+            t2 = time.perf_counter()
+            convert_ms.append((t1 - t0) * 1000)
+            policy_ms.append((t2 - t1) * 1000)
+            if t2 > budget:
+                break
+        rows.append([nodes, nodes * 8, len(raw), median(convert_ms), median(policy_ms),
+                     median([a + b for a, b in zip(convert_ms, policy_ms, strict=True)]), node,
+                     len(convert_ms)])
+    print("Recommend's request conversion and policy over a listed pool (A100-40GB, mixed, "
+          "2 x ~7,700 MiB; 8-GPU nodes, each GPU about half occupied), in process: no gRPC, "
+          "no database, no estimation.")
+    print()
+    print(table(["nodes", "GPUs", "bytes", "convert ms", "policy ms", "total ms", "node",
+                 "reps"], rows))
