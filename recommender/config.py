@@ -123,6 +123,15 @@ history quantile is as good and a held-out split is too small to trust."""
 LEARN_MIN_ACTION_ROWS = 50
 """An action gets its own estimator from this many executions; fewer share the pooled one."""
 
+LEARN_MIN_CALIBRATION_ROWS = 50
+"""Fewest recent executions a scope (the pooled model's actions) is calibrated on by itself;
+with fewer, it is calibrated on all of them. At the 98th percentile, 50 is where the conformal
+offset stops being simply the largest error seen."""
+
+LEARN_MIN_ACTION_OFFSET_ROWS = 5
+"""Recent executions an action served by the pooled model needs before its own largest error
+can raise its offset (fewer say too little about a bias)."""
+
 LEARN_MAX_ACTION_MODELS = 200
 """Own estimators for at most this many actions (the busiest): bounds retraining time."""
 

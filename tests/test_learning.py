@@ -71,6 +71,43 @@ def test_linear_quantile_and_conformal_coverage() -> None:
     assert conformal_offset(np.array([]), 0.9) == 0.0
 
 
+def test_the_pooled_model_gets_an_offset_for_an_action_it_under_predicts() -> None:
+    from recommender.learning.dataset import SUCCEEDED, Dataset
+    from recommender.learning.fit import fit_memory_model
+
+    rng = np.random.default_rng(5)
+    n_actions, n = 200, 6000
+    action = np.arange(n) % n_actions  # 24 executions each to train on, 6 to calibrate on
+    batch = rng.integers(1, 65, n).astype(float)
+    base = rng.uniform(2000, 8000, n_actions)
+    per_item = np.full(n_actions, 20.0)
+    per_item[7] = 400.0  # memory grows with the batch 20x more steeply than the others'
+    peak = (base[action] + per_item[action] * batch) * np.exp(rng.normal(0, 0.03, n))
+    data = Dataset(
+        actions=[f"a{i}" for i in range(n_actions)], action=action.astype(np.int64),
+        features=["batch_size"], x=batch[:, None],
+        peak=peak, slice_mib=np.zeros(n), outcome=np.full(n, SUCCEEDED, dtype=np.int8),
+        gpu_models=["A100-80GB"], gpu_model=np.zeros(n, dtype=np.int64),
+        duration_s=np.full(n, 60.0), ended=np.arange(n, dtype=float),
+    )
+    cut = int(n * 0.8)
+    train, calib = data.take(np.arange(cut)), data.take(np.arange(cut, n))
+    params, _ = fit_memory_model(train, calib, 0.98)
+    assert params["actions"] == {}, "too few executions for models of their own"
+    offsets = params["pooled"]["action_offsets"]
+    assert "a7" in offsets and offsets["a7"] > params["pooled"]["offset"]
+    model = MemoryModel("v", params)
+    level = float(np.median(peak[:cut][action[:cut] == 7]))
+    with_offset = model.predict("a7", {"batch_size": 64.0}, level)
+    params["pooled"]["action_offsets"] = {}
+    without = MemoryModel("v", params).predict("a7", {"batch_size": 64.0}, level)
+    assert with_offset is not None and without is not None
+    assert with_offset.mib > without.mib
+    # Versions stored before action offsets existed still load.
+    del params["pooled"]["action_offsets"]
+    assert MemoryModel("v", params).predict("a7", {"batch_size": 64.0}, level) == without
+
+
 def record_synthetic(store: SqlStore, n: int, actions: int = 6, seed: int = 0) -> None:
     for i, e in enumerate(generate(actions, n, start=T0, seed=seed)):
         store.record_execution(Execution(

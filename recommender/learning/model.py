@@ -50,6 +50,9 @@ class MemoryModel:
         self._pooled: tuple[Trees | Linear, float] | None = (
             (load_estimator(pooled["estimator"]), float(pooled["offset"])) if pooled else None
         )
+        # Versions stored before action offsets existed have none: the pooled offset serves all.
+        self._pooled_action_offsets: dict[str, float] = {
+            str(a): float(v) for a, v in (pooled or {}).get("action_offsets", {}).items()}
 
     @property
     def actions(self) -> int:
@@ -71,6 +74,7 @@ class MemoryModel:
         if self._pooled is None:
             return None
         estimator, offset = self._pooled
+        offset = self._pooled_action_offsets.get(action_id, offset)
         level = math.log(action_level_mib) if action_level_mib and action_level_mib > 0 else (
             math.nan)
         return Prediction(math.exp(estimator.predict_one([*row, level]) + offset), "pooled")
