@@ -135,7 +135,10 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     cal = calib.take(np.flatnonzero(cal_ok))
     cal_action = np.array([tr.actions.index(calib.actions[a]) if calib.actions[a] in tr.actions
                            else -1 for a in cal.action], dtype=np.int64)
-    cal_levels = np.array([levels[a] if a >= 0 else np.nan for a in cal_action])
+    # Levels as the server will see them: from all the history known when it predicts (the
+    # calibration window included), not from the training window alone. The trees are not
+    # monotone in the level, so calibrating at other levels than those served misjudges them.
+    cal_levels = action_levels(tr.concat(cal))[cal.action]
     y_cal = np.log(cal.peak)
     pooled_pred = load_estimator(pooled).predict(np.column_stack([cal.x, cal_levels]))
     # Calibrated on the executions it will serve: those of actions without a model of their
