@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
     serve.add_argument("--host", default="[::]")
     serve.add_argument("--rpc-threads", type=_rpc_threads, metavar="N",
-                       default=os.environ.get("RECOMMENDER_RPC_THREADS"),
+                       default=os.environ.get("RECOMMENDER_RPC_THREADS") or None,
                        help="threads serving calls (env RECOMMENDER_RPC_THREADS; default "
                        f"{config.RPC_THREADS})")
     serve.add_argument("--tls-cert", default=os.environ.get("RECOMMENDER_TLS_CERT"),

@@ -71,6 +71,31 @@ def test_linear_quantile_and_conformal_coverage() -> None:
     assert conformal_offset(np.array([]), 0.9) == 0.0
 
 
+def test_calibration_levels_are_what_the_server_knew_before_each_execution() -> None:
+    """Never the execution's own peak (that made rare actions look predictable: offsets far
+    too small), and the calibration window's earlier executions count."""
+    import math
+
+    from recommender.learning.dataset import OOM, SUCCEEDED, Dataset
+    from recommender.learning.fit import prefix_levels
+
+    def data(actions: list[int], peaks: list[float], outcomes: list[int]) -> Dataset:
+        n = len(peaks)
+        return Dataset(actions=["a", "b"], features=[], action=np.array(actions, dtype=np.int32),
+                       x=np.zeros((n, 0)), peak=np.array(peaks), slice_mib=np.zeros(n),
+                       outcome=np.array(outcomes, dtype=np.int8),
+                       ended=np.arange(n, dtype=float), gpu_model=np.zeros(n, dtype=np.int16),
+                       gpu_models=["A100-80GB"], duration_s=np.ones(n))
+
+    history = data([0, 0, 0], [1000.0, 3000.0, 9000.0], [SUCCEEDED, SUCCEEDED, OOM])
+    rows = data([0, 1, 1, 0], [5000.0, 700.0, 900.0, 100.0], [SUCCEEDED] * 4)
+    got = prefix_levels(history, rows)
+    assert got[0] == pytest.approx(math.log(2000.0))  # median of 1000, 3000 (the OOM is no peak)
+    assert math.isnan(got[1])  # b: nothing before it
+    assert got[2] == pytest.approx(math.log(700.0))  # b: its first execution, not its own
+    assert got[3] == pytest.approx(math.log(3000.0))  # a: 1000, 3000 and the earlier 5000
+
+
 def test_the_pooled_model_gets_an_offset_for_an_action_it_under_predicts() -> None:
     from recommender.learning.dataset import SUCCEEDED, Dataset
     from recommender.learning.fit import fit_memory_model

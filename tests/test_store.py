@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 
 from recommender.catalog import Catalog
 from recommender.domain import Execution, Outcome, Request
@@ -210,3 +211,57 @@ def test_writers_reconnect_after_their_connection_is_killed(postgres_url: str) -
     finally:
         store.close()
         engine.dispose()
+
+
+def _lose_the_answer_to_the_next_commit(engine: Engine, monkeypatch: pytest.MonkeyPatch
+                                        ) -> dict[str, bool]:
+    """The next commit reaches the database and then the connection drops: the caller cannot
+    know whether it happened."""
+    import sqlite3
+
+    dialect = engine.dialect
+    real_commit, real_is_disconnect = dialect.do_commit, dialect.is_disconnect
+    armed = {"on": False}
+
+    def do_commit(dbapi_conn: Any) -> None:
+        real_commit(dbapi_conn)
+        if armed["on"]:
+            armed["on"] = False
+            raise sqlite3.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(dialect, "do_commit", do_commit)
+    monkeypatch.setattr(dialect, "is_disconnect", lambda e, c, cur: (
+        "closed the connection" in str(e) or real_is_disconnect(e, c, cur)))
+    return armed
+
+
+def test_a_commit_whose_answer_is_lost_is_not_written_again(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retrying would tell a first write it is a duplicate: the caller gets UNAVAILABLE and
+    its retry (RecordExecution is idempotent) learns the truth."""
+    engine = connect(sqlite_url)
+    migrate(engine)
+    store = SqlStore(engine)
+    try:
+        assert store.record_execution(execution("warm"), T0)
+        armed = _lose_the_answer_to_the_next_commit(engine, monkeypatch)
+        armed["on"] = True
+        with pytest.raises(StoreUnavailable):
+            store.record_execution(execution("lost-answer"), T0)
+        assert store.get_execution("lost-answer") is not None, "the commit did happen"
+        assert not store.record_execution(execution("lost-answer"), T0), "a retry: duplicate"
+        assert store.record_execution(execution("next"), T0), "the writer reconnected"
+    finally:
+        store.close()
+        engine.dispose()
+
+
+def test_a_closed_store_refuses_writes_as_unavailable(sqlite_url: str) -> None:
+    engine = connect(sqlite_url)
+    migrate(engine)
+    store = SqlStore(engine)
+    assert store.record_execution(execution("before"), T0)
+    store.close()
+    with pytest.raises(StoreUnavailable, match="closed"):
+        store.record_execution(execution("after"), T0)
+    engine.dispose()

@@ -7,6 +7,7 @@ a Python object.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,27 @@ def action_levels(data: Dataset) -> NDArray[np.float64]:
     return levels
 
 
+def prefix_levels(history: Dataset, rows: Dataset) -> NDArray[np.float64]:
+    """Log typical peak of each of `rows`' actions as the server would compute it before that
+    execution: over the action's last HISTORY_WINDOW successful peaks in `history`, then in the
+    earlier `rows` (NaN with none). Both datasets are in time order."""
+    window = config.HISTORY_WINDOW
+    recent: dict[str, deque[float]] = {}
+    ok = (history.outcome == SUCCEEDED) & (history.peak > 0)
+    for a, peak in zip(history.action[ok].tolist(), history.peak[ok].tolist(), strict=True):
+        recent.setdefault(history.actions[a], deque(maxlen=window)).append(peak)
+    out = np.full(len(rows), np.nan)
+    for i, (a, peak, outcome) in enumerate(zip(rows.action.tolist(), rows.peak.tolist(),
+                                               rows.outcome.tolist(), strict=True)):
+        name = rows.actions[a]
+        typical = typical_peak_mib(recent.get(name, ()))
+        if typical:
+            out[i] = math.log(typical)
+        if outcome == SUCCEEDED and peak > 0:
+            recent.setdefault(name, deque(maxlen=window)).append(peak)
+    return out
+
+
 def pooled_matrix(data: Dataset, levels: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.column_stack([data.x, levels[data.action]])
 
@@ -135,17 +157,20 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     cal = calib.take(np.flatnonzero(cal_ok))
     cal_action = np.array([tr.actions.index(calib.actions[a]) if calib.actions[a] in tr.actions
                            else -1 for a in cal.action], dtype=np.int64)
-    # Levels as the server will see them: from all the history known when it predicts (the
-    # calibration window included), not from the training window alone. The trees are not
-    # monotone in the level, so calibrating at other levels than those served misjudges them.
-    cal_levels = action_levels(tr.concat(cal))[cal.action]
+    # Levels as the server computes them when it predicts: from the executions before each one,
+    # the earlier calibration rows included but never the row itself. (The training window's
+    # levels alone differ from those served, and the trees are not monotone in the level; a
+    # level that includes the row's own peak makes rare actions look predictable.)
+    cal_levels = prefix_levels(tr, cal)
     y_cal = np.log(cal.peak)
     pooled_pred = load_estimator(pooled).predict(np.column_stack([cal.x, cal_levels]))
     # Calibrated on the executions it will serve: those of actions without a model of their
     # own. The busy actions predict well from their level, and calibrating on all rows let them
     # hide the rare ones' larger errors (14 % of the pooled model's test rows too small, against
     # the 2 % asked for, at 4,000 executions of the generated workload).
-    pooled_rows = ~np.isin(cal_action, np.fromiter(per_action, dtype=np.int64))
+    # The server does not use the pooled model for an action it has no peak of yet.
+    pooled_rows = ~np.isin(cal_action, np.fromiter(per_action, dtype=np.int64)) & ~np.isnan(
+        cal_levels)
     pooled_residuals = pooled_residuals_all = y_cal - pooled_pred
     if int(pooled_rows.sum()) >= config.LEARN_MIN_CALIBRATION_ROWS:
         pooled_residuals = pooled_residuals[pooled_rows]
