@@ -13,19 +13,20 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent import futures
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from recommender import config
+
+if TYPE_CHECKING:
+    from recommender.server import Running
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TRIVIAL_METHOD = "/bench.Trivial/Echo"
@@ -109,35 +110,23 @@ def postgres_reachable(url: str) -> str | None:
 def fresh_database(url: str | None) -> Iterator[str]:
     """A migrated, empty database for one run: a SQLite file in a temp dir when `url` is None,
     else a new PostgreSQL database next to `url`'s (created and dropped, as the tests do)."""
-    from sqlalchemy import create_engine, make_url, text
+    from sqlalchemy import make_url
 
     from recommender.store import connect, migrate
+    from recommender.store.database import scratch_postgres_database
 
-    if url is None or make_url(url).get_backend_name() == "sqlite":
-        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-            db_url = url or f"sqlite:///{Path(tmp) / 'bench.db'}"
-            engine = connect(db_url)
-            migrate(engine)
-            engine.dispose()
-            yield db_url
-        return
-    name = f"intelliscale_bench_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    db_url = make_url(url).set(database=name).render_as_string(hide_password=False)
-    try:
+    def migrated(db_url: str) -> str:
         engine = connect(db_url)
         migrate(engine)
         engine.dispose()
-        yield db_url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
-            ), {"n": name})
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+        return db_url
+
+    if url is None or make_url(url).get_backend_name() == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+            yield migrated(url or f"sqlite:///{Path(tmp) / 'bench.db'}")
+        return
+    with scratch_postgres_database(url, "intelliscale_bench") as db_url:
+        yield migrated(db_url)
 
 
 def describe_url(url: str) -> str:
@@ -150,17 +139,13 @@ def describe_url(url: str) -> str:
 # --- the server under test ---------------------------------------------------------------
 
 
-def build_server(database_url: str, *, max_workers: int | None = None
-                 ) -> tuple[grpc.Server, int]:
-    """The real servicers and a trivial echo handler on one grpc.Server.
-
-    Same thread pool and options as recommender.server.start (no admin token, so no
-    interceptors), so the two handlers share every layer except the work behind them.
-    """
+def build_server(database_url: str, *, max_workers: int | None = None) -> Running:
+    """`recommender.server.start` with the real servicers, as `recommender serve` runs them,
+    and a trivial echo handler beside them, so the two share every layer except the work."""
     from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
     from recommender.catalog import load_catalog
     from recommender.engine import RecommenderEngine
-    from recommender.service import AdminServicer, RecommenderServicer, add_to_server
+    from recommender.server import start
     from recommender.store import SqlStore, connect
     from recommender.store.cache import ActionCache, ActionListener
 
@@ -171,32 +156,19 @@ def build_server(database_url: str, *, max_workers: int | None = None
         cache.enabled = False
         ActionListener(db, cache).start()
     engine = RecommenderEngine(SqlStore(db), catalog=catalog, cache=cache)
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers or config.RPC_THREADS,
-                                   thread_name_prefix="rpc"),
-        options=[
-            ("grpc.max_receive_message_length", 4 * 1024 * 1024),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
-    add_to_server(RecommenderServicer(engine, catalog), "Recommender", server)
-    add_to_server(AdminServicer(engine, catalog), "Admin", server)
 
     def echo(request: Any, _context: grpc.ServicerContext) -> Any:
         return request
 
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Trivial", {
+    trivial = grpc.method_handlers_generic_handler("bench.Trivial", {
         "Echo": grpc.unary_unary_rpc_method_handler(
             echo,
             request_deserializer=pb.RecommendRequest.FromString,
             response_serializer=pb.RecommendRequest.SerializeToString,
         ),
-    }),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    if port == 0:
-        raise OSError("cannot bind 127.0.0.1")
-    server.start()
-    return server, port
+    })
+    return start(engine, catalog, host="127.0.0.1", port=0,
+                 max_workers=max_workers or config.RPC_THREADS, extra_handlers=(trivial,))
 
 
 def _child(database_url: str, conn: Connection) -> None:
@@ -207,11 +179,11 @@ def _child(database_url: str, conn: Connection) -> None:
     logging.basicConfig(level=logging.INFO, stream=sink,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    server, port = build_server(database_url)
+    running = build_server(database_url)
     from recommender.server import freeze_startup_heap
 
     freeze_startup_heap()  # as `recommender serve` does
-    conn.send(port)
+    conn.send(running.port)
     deadline = time.monotonic() + SERVER_LIFETIME_S
     try:
         while time.monotonic() < deadline:
@@ -225,7 +197,7 @@ def _child(database_url: str, conn: Connection) -> None:
     except EOFError:
         pass
     finally:
-        server.stop(1).wait(5)
+        running.stop(grace=1)
 
 
 @dataclass

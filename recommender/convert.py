@@ -18,6 +18,7 @@ from recommender.catalog import WHOLE_GPU, Catalog, GpuModel, MigProfile
 from recommender.domain import (
     Execution,
     HistoryEntry,
+    ModelVersion,
     Node,
     Outcome,
     Pool,
@@ -197,7 +198,7 @@ def _time(ts: Timestamp, field: str) -> datetime:
 
 def _timestamp(dt: datetime) -> Timestamp:
     ts = Timestamp()
-    ts.FromDatetime(dt)
+    ts.FromDatetime(dt.astimezone(UTC))
     return ts
 
 
@@ -362,3 +363,19 @@ def gpu_model_to_pb(m: GpuModel) -> pb.GpuModel:
             for p in m.profiles
         ],
     )
+
+
+def model_version_to_pb(v: ModelVersion) -> pb.ModelVersion:
+    out = pb.ModelVersion(
+        version=v.version,
+        created_at=_timestamp(v.created_at),
+        serving=v.serving,
+        promoted=v.promoted,
+        metrics=dict(v.metrics),
+        reason=v.reason,
+    )
+    if v.training_window_start is not None:
+        out.training_window_start.CopyFrom(_timestamp(v.training_window_start))
+    if v.training_window_end is not None:
+        out.training_window_end.CopyFrom(_timestamp(v.training_window_end))
+    return out

@@ -6,6 +6,7 @@ import gc
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,11 +72,14 @@ class TlsConfigError(ValueError):
 
 def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", port: int = 0,
           max_workers: int = config.RPC_THREADS, admin_token: str | None = None,
-          tls: Tls | None = None) -> Running:
+          tls: Tls | None = None, extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = ()
+          ) -> Running:
     """Starts serving; port 0 picks a free one. Health says SERVING once it accepts calls.
 
     With `admin_token`, every Admin call needs metadata `authorization: Bearer <token>`
     (UNAUTHENTICATED otherwise); the Recommender service, health and reflection stay open.
+    `extra_handlers` are served beside ours (the benchmark's trivial handler): handlers cannot
+    be added to a started server.
     """
     interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
         [AdminTokenInterceptor(admin_token)] if admin_token else [])
@@ -89,6 +93,7 @@ def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", po
     )
     add_to_server(RecommenderServicer(engine, catalog), "Recommender", server)
     add_to_server(AdminServicer(engine, catalog), "Admin", server)
+    server.add_generic_rpc_handlers(tuple(extra_handlers))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (

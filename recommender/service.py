@@ -15,7 +15,6 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import grpc
 from google.protobuf.message import DecodeError
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from recommender import metrics
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
@@ -27,6 +26,7 @@ from recommender.convert import (
     gpu_model_to_pb,
     history_entry_to_pb,
     history_query_from_pb,
+    model_version_to_pb,
     next_after_oom_from_pb,
     recommendation_to_pb,
     request_from_pb,
@@ -69,16 +69,17 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         context.abort(code, message)
         raise  # unreachable: abort raises
     finally:
+        seconds = time.perf_counter() - start
         line: dict[str, Any] = {
             "method": method,
             "code": code.name,
-            "ms": round((time.perf_counter() - start) * 1000, 3),
+            "ms": round(seconds * 1000, 3),
             **{k: v for k, v in ids.items() if v},
         }
         if message:
             line["error"] = message
         access_log.info(json.dumps(line))
-        metrics.record_call(method, code.name, time.perf_counter() - start)
+        metrics.record_call(method, code.name, seconds)
 
 
 def add_to_server(servicer: object, service_name: str, server: grpc.Server) -> None:
@@ -217,25 +218,3 @@ class ModelVersionSource(Protocol):
     """Where learned model versions are read from (SqlStore)."""
 
     def list_model_versions(self, kind: str = "") -> list[ModelVersion]: ...
-
-
-def _timestamp(dt: datetime) -> Timestamp:
-    ts = Timestamp()
-    ts.FromDatetime(dt.astimezone(UTC))
-    return ts
-
-
-def model_version_to_pb(v: ModelVersion) -> pb.ModelVersion:
-    out = pb.ModelVersion(
-        version=v.version,
-        created_at=_timestamp(v.created_at),
-        serving=v.serving,
-        promoted=v.promoted,
-        metrics=dict(v.metrics),
-        reason=v.reason,
-    )
-    if v.training_window_start is not None:
-        out.training_window_start.CopyFrom(_timestamp(v.training_window_start))
-    if v.training_window_end is not None:
-        out.training_window_end.CopyFrom(_timestamp(v.training_window_end))
-    return out

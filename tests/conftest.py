@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
-from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy import Engine, create_engine, text
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.catalog import Catalog, load_catalog
 from recommender.engine import RecommenderEngine
 from recommender.server import Running, start
 from recommender.store import SqlStore, connect, migrate
+from recommender.store.database import scratch_postgres_database
 
 PG_ENV = "RECOMMENDER_TEST_POSTGRES_URL"
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -54,20 +55,8 @@ def postgres_admin_url() -> str:
 @pytest.fixture
 def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     """A fresh, empty database for one test, dropped afterwards."""
-    name = f"intelliscale_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(postgres_admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
+    with scratch_postgres_database(postgres_admin_url, "intelliscale_test") as url:
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
-            ), {"n": name})
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
 
 
 @pytest.fixture
@@ -105,8 +94,8 @@ class Live:
     address: str
 
 
-@pytest.fixture
-def live(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
+@contextmanager
+def serving(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
     """The real server on a free loopback port, with clients over a real socket."""
     running = start(RecommenderEngine(store), catalog, host="127.0.0.1", port=0)
     address = f"127.0.0.1:{running.port}"
@@ -117,3 +106,9 @@ def live(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
     finally:
         channel.close()
         running.stop(grace=1)
+
+
+@pytest.fixture
+def live(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
+    with serving(store, catalog) as server:
+        yield server

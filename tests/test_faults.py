@@ -45,6 +45,7 @@ from sqlalchemy.pool import NullPool
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from recommender.store.database import scratch_postgres_database
 from tests.helpers import pool, record
 from tests.helpers import request as recommend_request
 
@@ -414,12 +415,9 @@ def _next_after_oom_together(stub: pb_grpc.RecommenderStub, rec_id: str) -> list
         return [f.result(timeout=2 * CALL_TIMEOUT_S) for f in futures]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
-                                                            marks=pytest.mark.postgres)])
-def test_concurrent_next_after_oom_gives_one_rung(backend: str, request: pytest.FixtureRequest,
-                                                  tmp_path: Path,
+def test_concurrent_next_after_oom_gives_one_rung(database_url: str, tmp_path: Path,
                                                   servers: list[Server]) -> None:
-    url = str(request.getfixturevalue("sqlite_url" if backend == "sqlite" else "postgres_url"))
+    url, backend = database_url, make_url(database_url).get_backend_name()
     server = start_server(url, tmp_path)
     servers.append(server)
     split: dict[str, set[str]] = {}
@@ -507,27 +505,14 @@ def _cannot_restart_postgres(admin_url: str) -> str:
 
 @pytest.fixture
 def restartable_postgres_url(postgres_admin_url: str) -> Iterator[str]:
-    """A fresh database on the local cluster, which the test may stop and start. Like
-    conftest's postgres_url, but its admin connections are not pooled (a pooled one dies with
-    the restart), and PostgreSQL is running again whatever the test did."""
+    """A fresh database on the local cluster, which the test may stop and start: like
+    conftest's postgres_url, and PostgreSQL is running again whatever the test did."""
     reason = _cannot_restart_postgres(postgres_admin_url)
     if reason:
         pytest.skip(reason)
-    name = f"intelliscale_faults_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(postgres_admin_url).set(database=name).render_as_string(
-            hide_password=False)
-    finally:
-        ensure_postgres_running()
-        with admin.connect() as conn:
-            conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
-            ), {"n": name})
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+    with scratch_postgres_database(postgres_admin_url, "intelliscale_faults",
+                                   before_drop=ensure_postgres_running) as url:
+        yield url
 
 
 @pytest.mark.postgres
@@ -673,12 +658,9 @@ KILL_AFTER_S = 10.0
 """The server is killed once this many executions are acknowledged, or after this long."""
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
-                                                            marks=pytest.mark.postgres)])
-def test_sigkill_loses_no_acknowledged_execution(backend: str, request: pytest.FixtureRequest,
-                                                 tmp_path: Path,
+def test_sigkill_loses_no_acknowledged_execution(database_url: str, tmp_path: Path,
                                                  servers: list[Server]) -> None:
-    url = str(request.getfixturevalue("sqlite_url" if backend == "sqlite" else "postgres_url"))
+    url, backend = database_url, make_url(database_url).get_backend_name()
     server = start_server(url, tmp_path, "first")
     servers.append(server)
     ledger = Ledger()

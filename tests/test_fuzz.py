@@ -50,13 +50,10 @@ from sqlalchemy import func, insert, select
 
 from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.catalog import WHOLE_GPU, GpuModel, load_catalog
-from recommender.engine import RecommenderEngine
-from recommender.server import start
 from recommender.store import SqlStore, connect, migrate
 from recommender.store.models import ExecutionRow, RecommendationRow
-from tests.conftest import Live
+from tests.conftest import Live, serving
 
 CATALOG = load_catalog()
 MODELS: list[GpuModel] = list(CATALOG)
@@ -87,16 +84,10 @@ def serve(url: str) -> Iterator[Live]:
     """A migrated database at `url` and the real server on a free loopback port."""
     engine = connect(url)
     migrate(engine)
-    store = SqlStore(engine)
-    running = start(RecommenderEngine(store), CATALOG, host="127.0.0.1", port=0)
-    address = f"127.0.0.1:{running.port}"
-    channel = grpc.insecure_channel(address)
     try:
-        yield Live(running, channel, pb_grpc.RecommenderStub(channel), pb_grpc.AdminStub(channel),
-                   store, address)
+        with serving(SqlStore(engine), CATALOG) as live:
+            yield live
     finally:
-        channel.close()
-        running.stop(grace=1)
         engine.dispose()
 
 

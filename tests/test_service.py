@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import pytest
@@ -171,15 +172,6 @@ BAD_RECOMMENDS = [
 ]
 
 
-@pytest.mark.parametrize(("message", "field"), BAD_RECOMMENDS)
-def test_bad_recommend_names_the_field_and_writes_nothing(
-        live: Live, message: pb.RecommendRequest, field: str) -> None:
-    code, msg = code_of(live.recommender.Recommend, message)
-    assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert msg.startswith(field + ":"), msg
-    assert counts(live) == (0, 0)
-
-
 BAD_RECORDS = [
     (record(""), "execution_id"),
     (record("e", action=""), "action_id"),
@@ -193,10 +185,13 @@ BAD_RECORDS = [
 ]
 
 
-@pytest.mark.parametrize(("message", "field"), BAD_RECORDS)
-def test_bad_record_names_the_field_and_writes_nothing(
-        live: Live, message: pb.ExecutionRecord, field: str) -> None:
-    code, msg = code_of(live.recommender.RecordExecution, message)
+@pytest.mark.parametrize(("rpc", "message", "field"), [
+    *(("Recommend", m, f) for m, f in BAD_RECOMMENDS),
+    *(("RecordExecution", m, f) for m, f in BAD_RECORDS),
+])
+def test_bad_input_names_the_field_and_writes_nothing(live: Live, rpc: str, message: Any,
+                                                      field: str) -> None:
+    code, msg = code_of(getattr(live.recommender, rpc), message)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert msg.startswith(field + ":"), msg
     assert counts(live) == (0, 0)

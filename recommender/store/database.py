@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool
 
 from recommender import config
+
+
+@contextmanager
+def scratch_postgres_database(admin_url: str, prefix: str,
+                              before_drop: Callable[[], None] = lambda: None) -> Iterator[str]:
+    """A new, empty PostgreSQL database beside `admin_url`'s, dropped afterwards (its
+    connections ended first): for tests and benchmarks. `before_drop` runs first (a test that
+    stops PostgreSQL starts it again there). The admin connections are not pooled, so a
+    restart of the server in between leaves none stale."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        before_drop()
+        with admin.connect() as conn:
+            conn.execute(text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+            ), {"n": name})
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
 
 
 class StoreUnavailable(RuntimeError):

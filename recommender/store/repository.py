@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, and_, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from recommender.catalog import MigProfile
@@ -121,6 +121,16 @@ def decode_cursor(token: str) -> tuple[datetime, str]:
         raise ValueError("page_token: not a token this service issued") from e
 
 
+@contextmanager
+def _unavailable_on_error() -> Iterator[None]:
+    """Database errors become StoreUnavailable, with the first line of what the driver said."""
+    try:
+        yield
+    except SQLAlchemyError as e:  # DBAPIError included
+        raise StoreUnavailable(f"database error: {type(e).__name__}: {e}".splitlines()[0]
+                               ) from e
+
+
 class SqlStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -148,20 +158,13 @@ class SqlStore:
         self._execution_writer.close()
 
     def _write(self, writer: HeldConnection, work: Callable[[Connection], T]) -> T:
-        try:
+        with _unavailable_on_error():
             return writer.run(work)
-        except (DBAPIError, SQLAlchemyError) as e:
-            raise StoreUnavailable(f"database error: {type(e).__name__}: {e}".splitlines()[0]
-                                   ) from e
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
-        try:
-            with self._sessions.begin() as session:
-                yield session
-        except (DBAPIError, SQLAlchemyError) as e:
-            raise StoreUnavailable(f"database error: {type(e).__name__}: {e}".splitlines()[0]
-                                   ) from e
+        with _unavailable_on_error(), self._sessions.begin() as session:
+            yield session
 
     def _run(self, fn: Callable[[Session], T]) -> T:
         with self._session() as s:
