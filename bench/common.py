@@ -92,20 +92,6 @@ def verdict(ok: bool) -> str:
 # --- databases ---------------------------------------------------------------------------
 
 
-def postgres_reachable(url: str) -> str | None:
-    """None when PostgreSQL answers at `url`, else why not."""
-    from sqlalchemy import create_engine, text
-
-    try:
-        engine = create_engine(url, connect_args={"connect_timeout": 2})
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        engine.dispose()
-        return None
-    except Exception as e:
-        return f"{type(e).__name__}: {e}".splitlines()[0]
-
-
 @contextmanager
 def fresh_database(url: str | None) -> Iterator[str]:
     """A migrated, empty database for one run: a SQLite file in a temp dir when `url` is None,

@@ -22,13 +22,13 @@ from bench.common import (
     ServerProcess,
     describe_url,
     fresh_database,
-    postgres_reachable,
     table,
     verdict,
 )
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.store import connect
+from recommender.store.database import postgres_unreachable
 from recommender.store.models import ExecutionRow
 
 TARGET_RATE = 1000.0
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> None:
     url: str = args.record_url
     note = ""
     if make_url(url).get_backend_name() == "postgresql":
-        why = postgres_reachable(url)
+        why = postgres_unreachable(url)
         if why is not None:
             note = (f"NOTE: PostgreSQL unreachable at {make_url(url).render_as_string()} "
                     f"({why}); fell back to SQLite: these are NOT PostgreSQL numbers.")

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import grpc
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.catalog import Catalog, load_catalog
 from recommender.engine import RecommenderEngine
 from recommender.server import Running, start
 from recommender.store import SqlStore, connect, migrate
-from recommender.store.database import scratch_postgres_database
+from recommender.store.database import postgres_unreachable, scratch_postgres_database
 
 PG_ENV = "RECOMMENDER_TEST_POSTGRES_URL"
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -32,16 +32,12 @@ def catalog() -> Catalog:
 def _postgres_admin_url() -> str | None:
     """The admin URL when PostgreSQL answers; otherwise None (or a failure when required)."""
     url = os.environ.get(PG_ENV, DEFAULT_PG)
-    try:
-        engine = create_engine(url, connect_args={"connect_timeout": 2})
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        engine.dispose()
+    why = postgres_unreachable(url)
+    if why is None:
         return url
-    except Exception as e:
-        if os.environ.get("RECOMMENDER_REQUIRE_POSTGRES"):
-            raise RuntimeError(f"PostgreSQL required but unreachable at {url}: {e}") from e
-        return None
+    if os.environ.get("RECOMMENDER_REQUIRE_POSTGRES"):
+        raise RuntimeError(f"PostgreSQL required but unreachable at {url}: {why}")
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,19 @@ from sqlalchemy.pool import NullPool
 from recommender import config
 
 
+def postgres_unreachable(url: str) -> str | None:
+    """None when a database answers at `url` within 2 s, else why not (for tests and
+    benchmarks deciding whether to run against PostgreSQL)."""
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": 2}, poolclass=NullPool)
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return None
+    except Exception as e:
+        return f"{type(e).__name__}: {e}".splitlines()[0]
+
+
 @contextmanager
 def scratch_postgres_database(admin_url: str, prefix: str,
                               before_drop: Callable[[], None] = lambda: None) -> Iterator[str]:
