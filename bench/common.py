@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from recommender import config
+from recommender.core import config
 
 if TYPE_CHECKING:
-    from recommender.server import Running
+    from recommender.rpc.server import Running
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TRIVIAL_METHOD = "/bench.Trivial/Echo"
@@ -99,7 +99,7 @@ def fresh_database(url: str | None) -> Iterator[str]:
     from sqlalchemy import make_url
 
     from recommender.store import connect, migrate
-    from recommender.store.database import scratch_postgres_database
+    from tests.postgres import scratch_postgres_database
 
     def migrated(db_url: str) -> str:
         engine = connect(db_url)
@@ -126,14 +126,15 @@ def describe_url(url: str) -> str:
 
 
 def build_server(database_url: str, *, max_workers: int | None = None) -> Running:
-    """`recommender.server.start` with the real servicers, as `recommender serve` runs them,
+    """`recommender.rpc.server.start` with the real servicers, as `recommender serve` runs them,
     and a trivial echo handler beside them, so the two share every layer except the work."""
     from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-    from recommender.catalog import load_catalog
-    from recommender.engine import RecommenderEngine
-    from recommender.server import start
+    from recommender.core.cache import ActionCache
+    from recommender.core.catalog import load_catalog
+    from recommender.core.usecases import UseCases
+    from recommender.rpc.server import start
     from recommender.store import SqlStore, connect
-    from recommender.store.cache import ActionCache, ActionListener
+    from recommender.store.listener import ActionListener
 
     catalog = load_catalog()
     db = connect(database_url)
@@ -141,7 +142,7 @@ def build_server(database_url: str, *, max_workers: int | None = None) -> Runnin
     if db.dialect.name == "postgresql":
         cache.enabled = False
         ActionListener(db, cache).start()
-    engine = RecommenderEngine(SqlStore(db), catalog=catalog, cache=cache)
+    engine = UseCases(SqlStore(db), catalog=catalog, cache=cache)
 
     def echo(request: Any, _context: grpc.ServicerContext) -> Any:
         return request
@@ -166,7 +167,7 @@ def _child(database_url: str, conn: Connection) -> None:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     running = build_server(database_url)
-    from recommender.server import freeze_startup_heap
+    from recommender.rpc.server import freeze_startup_heap
 
     freeze_startup_heap()  # as `recommender serve` does
     conn.send(running.port)

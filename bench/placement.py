@@ -1,4 +1,4 @@
-"""recommender.placement.place on the largest nodes: 8 and 16 GPUs, empty and half occupied."""
+"""recommender.core.placement.place on the largest nodes: 8 and 16 GPUs, empty and half occupied."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.common import median, table
-from recommender.catalog import GpuModel, MigProfile, load_catalog
-from recommender.placement import GpuState, place
+from recommender.core.catalog import GpuModel, MigProfile, load_catalog
+from recommender.core.placement import GpuState, place
 
 CASE_BUDGET_S = 3.0
 """Stop repeating a case after this long (at least one run always happens)."""
@@ -169,9 +169,9 @@ def node_lists(reps: int) -> None:
     message into domain values, then the policy (rank nodes, place, build the ladder)."""
     from bench.recommend import bench_request
     from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-    from recommender.convert import request_from_pb
-    from recommender.estimation import HISTORY, Estimate
-    from recommender.policy import recommend
+    from recommender.core.estimation import HISTORY, Estimate
+    from recommender.core.policy import recommend
+    from recommender.rpc.convert import request_from_pb
 
     catalog = load_catalog()
     estimate = Estimate(mib=7700.0, source=HISTORY, quantile=0.9, detail="bench")

@@ -1,7 +1,7 @@
 """Recommend over gRPC on loopback, against a trivial echo handler on the same server stack.
 
 Both handlers take the same RecommendRequest, on the same grpc.Server (same thread pool and
-options as recommender.server.start), through the same kind of client. The echo handler costs
+options as recommender.rpc.server.start), through the same kind of client. The echo handler costs
 what gRPC, protobuf and the harness cost; the ratio of the two is our overhead.
 """
 
@@ -30,9 +30,9 @@ from bench.common import (
     table,
     verdict,
 )
-from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from recommender.core import config
 from recommender.store import connect
 from recommender.store.models import RecommendationRow
 

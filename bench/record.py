@@ -28,8 +28,8 @@ from bench.common import (
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.store import connect
-from recommender.store.database import postgres_unreachable
 from recommender.store.models import ExecutionRow
+from tests.postgres import postgres_unreachable
 
 TARGET_RATE = 1000.0
 RETRY_FRACTION = 0.10

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import create_engine, insert, make_url, text
 
-from recommender.learning.synthetic import generate
+from recommender.evaluation.synthetic import generate
 from recommender.store import connect, migrate
 from recommender.store.models import ExecutionRow
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recommender.catalog import load_catalog
-from recommender.convert import execution_from_pb, request_from_pb
-from recommender.engine import RecommenderEngine
+from recommender.core.catalog import load_catalog
+from recommender.core.usecases import UseCases
+from recommender.rpc.convert import execution_from_pb, request_from_pb
 from recommender.store import SqlStore, connect, migrate
 
 TRACE = Path(__file__).resolve().parents[2] / "shared/traces/parvagpu-a100-80gb-mig-profiles"
@@ -123,7 +123,7 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
     migrate(engine_db)
     start = datetime(2026, 11, 1, tzinfo=UTC)
     clock = [start]
-    engine = RecommenderEngine(SqlStore(engine_db), clock=lambda: clock[0], catalog=catalog)
+    engine = UseCases(SqlStore(engine_db), clock=lambda: clock[0], catalog=catalog)
     model = catalog.resolve("A100-80GB")
     assert model is not None
     memory = {c: p.memory_mib for c, name in PROFILES.items()

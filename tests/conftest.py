@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import Engine
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from recommender.catalog import Catalog, load_catalog
-from recommender.engine import RecommenderEngine
-from recommender.server import Running, start
+from recommender.core.catalog import Catalog, load_catalog
+from recommender.core.usecases import UseCases
+from recommender.rpc.server import Running, start
 from recommender.store import SqlStore, connect, migrate
-from recommender.store.database import postgres_unreachable, scratch_postgres_database
+from tests.postgres import postgres_unreachable, scratch_postgres_database
 
 PG_ENV = "RECOMMENDER_TEST_POSTGRES_URL"
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -93,7 +93,7 @@ class Live:
 @contextmanager
 def serving(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
     """The real server on a free loopback port, with clients over a real socket."""
-    running = start(RecommenderEngine(store), catalog, host="127.0.0.1", port=0)
+    running = start(UseCases(store), catalog, host="127.0.0.1", port=0)
     address = f"127.0.0.1:{running.port}"
     channel = grpc.insecure_channel(address)
     try:

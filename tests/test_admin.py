@@ -22,12 +22,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from recommender.auth import AdminTokenInterceptor, AuthConfigError, resolve_admin_token
-from recommender.catalog import Catalog, load_catalog
 from recommender.cli import main as cli_main
-from recommender.domain import ModelVersion
-from recommender.engine import RecommenderEngine
-from recommender.server import start
+from recommender.core.catalog import Catalog, load_catalog
+from recommender.core.domain import ModelVersion
+from recommender.core.usecases import UseCases
+from recommender.rpc.auth import AdminTokenInterceptor, AuthConfigError, resolve_admin_token
+from recommender.rpc.server import start
 from recommender.store import SqlStore
 from tests.conftest import Live
 from tests.helpers import pool, record, request, ts
@@ -173,7 +173,7 @@ def overridden(store: SqlStore, tmp_path: Path) -> Iterator[pb_grpc.AdminStub]:
                        "memory_mib": 46000, "max_count": 1,
                        "placements": {"starts": [0], "size": 4}}]},
     ]}))
-    running = start(RecommenderEngine(store), load_catalog(path), host="127.0.0.1", port=0)
+    running = start(UseCases(store), load_catalog(path), host="127.0.0.1", port=0)
     channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
     try:
         yield pb_grpc.AdminStub(channel)
@@ -251,7 +251,7 @@ def test_list_model_versions(live: Live) -> None:
 @pytest.fixture
 def secured(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
     """The `live` server with an admin token configured."""
-    running = start(RecommenderEngine(store), catalog, host="127.0.0.1", port=0,
+    running = start(UseCases(store), catalog, host="127.0.0.1", port=0,
                     admin_token=TOKEN)
     address = f"127.0.0.1:{running.port}"
     channel = grpc.insecure_channel(address)

@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
-from recommender.catalog import Catalog
-from recommender.domain import Execution, Outcome, Request, Sample
-from recommender.engine import RecommenderEngine
+from recommender.core.cache import ActionCache
+from recommender.core.catalog import Catalog
+from recommender.core.domain import Execution, Outcome, Request, Sample
+from recommender.core.usecases import UseCases
 from recommender.store import SqlStore, connect
-from recommender.store.cache import ActionCache, ActionListener
+from recommender.store.listener import ActionListener
 from tests.test_policy import mk
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -55,7 +56,7 @@ def test_cache_basics() -> None:
 def test_recommend_reads_history_once_until_it_changes(
         migrated_engine: Engine, catalog: Catalog) -> None:
     store = Counting(migrated_engine)
-    engine = RecommenderEngine(store, catalog=catalog, cache=ActionCache(),
+    engine = UseCases(store, catalog=catalog, cache=ActionCache(),
                                clock=lambda: T0 + timedelta(hours=1))
     req = Request("act", "", (mk(catalog),), declared_memory_mib=7500)
     for i in range(5):
@@ -80,9 +81,9 @@ def test_other_replicas_hear_about_changes(postgres_url: str, catalog: Catalog) 
     listener.start()
     try:
         assert listener.connected.wait(10), "listener did not connect"
-        a = RecommenderEngine(SqlStore(engine_a), catalog=catalog)
+        a = UseCases(SqlStore(engine_a), catalog=catalog)
         store_b = Counting(engine_b)
-        b = RecommenderEngine(store_b, catalog=catalog, cache=cache_b)
+        b = UseCases(store_b, catalog=catalog, cache=cache_b)
         req = Request("shared", "", (mk(catalog),), declared_memory_mib=7500)
         b.recommend(req)
         b.recommend(req)

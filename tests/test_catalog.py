@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from recommender.catalog import WHOLE_GPU, Catalog, CatalogError, GpuModel, load_catalog
+from recommender.core.catalog import WHOLE_GPU, Catalog, CatalogError, GpuModel, load_catalog
 
 RESEARCH_FILE = Path(__file__).parents[2] / "shared/reference/mig_profiles.json"
 

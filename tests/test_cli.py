@@ -76,7 +76,7 @@ def test_environment_configures_port_and_database(tmp_path: Path) -> None:
 
 
 def test_rpc_threads_is_checked_from_the_option_and_the_environment(tmp_path: Path) -> None:
-    from recommender.cli import build_parser
+    from recommender.cli.main import build_parser
 
     assert build_parser().parse_args(["serve", "--rpc-threads", "3"]).rpc_threads == 3
     for bad in ("0", "many", "257"):

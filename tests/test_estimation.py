@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recommender import config
-from recommender.domain import Outcome, Sample
-from recommender.estimation import (
+from recommender.core import config
+from recommender.core.domain import Outcome, Sample
+from recommender.core.estimation import (
     FALLBACK,
     HISTORY,
     PRIOR,

@@ -45,9 +45,9 @@ from sqlalchemy.pool import NullPool
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from recommender.store.database import scratch_postgres_database
 from tests.helpers import pool, record
 from tests.helpers import request as recommend_request
+from tests.postgres import scratch_postgres_database
 
 pytestmark = pytest.mark.slow
 

@@ -48,9 +48,9 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, insert, select
 
-from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-from recommender.catalog import WHOLE_GPU, GpuModel, load_catalog
+from recommender.core import config
+from recommender.core.catalog import WHOLE_GPU, GpuModel, load_catalog
 from recommender.store import SqlStore, connect, migrate
 from recommender.store.models import ExecutionRow, RecommendationRow
 from tests.conftest import Live, serving

@@ -11,14 +11,14 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sqlalchemy import Engine
 
-from recommender.catalog import Catalog, load_catalog
-from recommender.domain import Execution, ModelVersion, Outcome, Request
-from recommender.engine import RecommenderEngine
+from recommender.core.catalog import Catalog, load_catalog
+from recommender.core.domain import Execution, ModelVersion, Outcome, Request
+from recommender.core.usecases import UseCases
+from recommender.evaluation.synthetic import generate
 from recommender.learning.fit import conformal_offset, fit_linear, fit_trees
 from recommender.learning.model import KIND, MemoryModel
 from recommender.learning.retrain import retrain
 from recommender.learning.serving import ModelHolder
-from recommender.learning.synthetic import generate
 from recommender.learning.trees import Linear, Trees, export_hgb
 from recommender.store import SqlStore
 
@@ -28,7 +28,7 @@ T0 = datetime(2026, 10, 1, tzinfo=UTC)
 @pytest.fixture(autouse=True)
 def quick_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fewer boosting rounds keep these tests fast; the bench runs the real setting."""
-    from recommender import config
+    from recommender.core import config
 
     monkeypatch.setattr(config, "LEARN_TREES", 40)
 
@@ -76,7 +76,7 @@ def test_calibration_levels_are_what_the_server_knew_before_each_execution() -> 
     too small), and the calibration window's earlier executions count."""
     import math
 
-    from recommender.learning.dataset import OOM, SUCCEEDED, Dataset
+    from recommender.core.dataset import OOM, SUCCEEDED, Dataset
     from recommender.learning.fit import prefix_levels
 
     def data(actions: list[int], peaks: list[float], outcomes: list[int]) -> Dataset:
@@ -97,7 +97,7 @@ def test_calibration_levels_are_what_the_server_knew_before_each_execution() -> 
 
 
 def test_the_pooled_model_gets_an_offset_for_an_action_it_under_predicts() -> None:
-    from recommender.learning.dataset import SUCCEEDED, Dataset
+    from recommender.core.dataset import SUCCEEDED, Dataset
     from recommender.learning.fit import fit_memory_model
 
     rng = np.random.default_rng(5)
@@ -144,7 +144,7 @@ def record_synthetic(store: SqlStore, n: int, actions: int = 6, seed: int = 0) -
 @pytest.fixture
 def trained(store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> str:
     record_synthetic(store, 1500)
-    result = retrain(migrated_engine, catalog, now=T0 + timedelta(days=10))
+    result = retrain(SqlStore(migrated_engine), catalog, now=T0 + timedelta(days=10))
     assert result.version and result.promoted, result.reason
     return result.version
 
@@ -167,7 +167,7 @@ def test_retrain_promotes_a_model_that_beats_the_history_rule(
 
 def test_a_second_run_is_compared_with_the_serving_version(
         trained: str, store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
-    result = retrain(migrated_engine, catalog, now=T0 + timedelta(days=11))
+    result = retrain(SqlStore(migrated_engine), catalog, now=T0 + timedelta(days=11))
     assert f"serving version {trained}" in result.reason
     serving = [v for v in store.list_model_versions() if v.serving]
     assert len(serving) == 1
@@ -180,7 +180,8 @@ def test_concurrent_runs_leave_one_serving_version(
     results = []
 
     def run(k: int) -> None:
-        results.append(retrain(migrated_engine, catalog, now=T0 + timedelta(days=10, seconds=k)))
+        results.append(retrain(SqlStore(migrated_engine), catalog,
+                               now=T0 + timedelta(days=10, seconds=k)))
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
     for t in threads:
@@ -198,7 +199,7 @@ def test_concurrent_runs_leave_one_serving_version(
 def test_not_enough_data_makes_no_version(
         store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
     record_synthetic(store, 40)
-    result = retrain(migrated_engine, catalog)
+    result = retrain(SqlStore(migrated_engine), catalog)
     assert not result.version and "not enough data" in result.reason
     assert store.list_model_versions() == []
 
@@ -207,8 +208,8 @@ def test_served_model_is_used_for_requests_with_features(
         trained: str, store: SqlStore, catalog: Catalog) -> None:
     holder = ModelHolder(store, poll_s=0.05)
     assert holder.refresh() and holder.current() is not None
-    engine = RecommenderEngine(store, catalog=catalog, models=holder,
-                               clock=lambda: T0 + timedelta(days=6))
+    engine = UseCases(store, catalog=catalog, learned=holder.current,
+                            clock=lambda: T0 + timedelta(days=6))
     from tests.test_policy import mk
 
     pool = mk(catalog, "a80", "A100-80GB")

@@ -16,10 +16,10 @@ from sqlalchemy import make_url
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from recommender.catalog import Catalog
-from recommender.engine import RecommenderEngine
-from recommender.metrics import serve_metrics
-from recommender.server import Tls, start
+from recommender.core.catalog import Catalog
+from recommender.core.usecases import UseCases
+from recommender.rpc.metrics import serve_metrics
+from recommender.rpc.server import Tls, start
 from recommender.store import SqlStore
 from tests.conftest import Live
 from tests.helpers import record, request
@@ -82,7 +82,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tls_server(store: SqlStore, catalog: Catalog, tls: Tls) -> Iterator[int]:
-    running = start(RecommenderEngine(store, catalog=catalog), catalog, host="127.0.0.1",
+    running = start(UseCases(store, catalog=catalog), catalog, host="127.0.0.1",
                     port=0, tls=tls)
     try:
         yield running.port

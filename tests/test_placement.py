@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from recommender.catalog import Catalog, GpuModel, MigProfile, load_catalog
-from recommender.placement import (
+from recommender.core.catalog import Catalog, GpuModel, MigProfile, load_catalog
+from recommender.core.placement import (
     GpuState,
     NodePlacement,
     PlacementError,

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from recommender.catalog import Catalog
-from recommender.domain import Node, Pool, Request, Strategy
-from recommender.estimation import FALLBACK, HISTORY, PRIOR, Estimate
-from recommender.placement import GpuState
-from recommender.policy import (
+from recommender.core.catalog import Catalog
+from recommender.core.domain import Node, Pool, Request, Strategy
+from recommender.core.estimation import FALLBACK, HISTORY, PRIOR, Estimate
+from recommender.core.placement import GpuState
+from recommender.core.policy import (
     LadderExhausted,
     NoFit,
     build_ladder,
@@ -101,11 +101,11 @@ def test_peer_to_peer_gets_whole_cards_only(catalog: Catalog) -> None:
 def test_pod_resources_per_strategy(catalog: Catalog, strategy: Strategy,
                                     expected: dict[str, str]) -> None:
     pool = mk(catalog, strategy=strategy)
-    prof = pool.model.profile("2g.10gb")
+    prof = pool.gpu_model.profile("2g.10gb")
     assert prof is not None
     assert pod_resources(pool, prof, 3) == expected
     whole = mk(catalog, strategy=Strategy.NONE)
-    assert pod_resources(whole, whole.model.whole, 2) == {"nvidia.com/gpu": "2"}
+    assert pod_resources(whole, whole.gpu_model.whole, 2) == {"nvidia.com/gpu": "2"}
 
 
 def test_dynamic_mig_cannot_request_the_double_memory_1g(catalog: Catalog) -> None:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recommender import replay
-from recommender.catalog import Catalog
-from recommender.traces import TraceExecution, gentd26_hourly, synthetic
+from recommender.core.catalog import Catalog
+from recommender.evaluation import replay
+from recommender.evaluation.traces import TraceExecution, gentd26_hourly, synthetic
 from tests.conftest import SHARED
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)
@@ -57,7 +57,7 @@ def test_oracle_is_the_floor(catalog: Catalog) -> None:
 
 def test_the_service_learns_features_in_the_replay(catalog: Catalog,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from recommender import config
+    from recommender.core import config
 
     monkeypatch.setattr(config, "LEARN_TREES", 30)
     t = synthetic(actions=4, executions=900, seed=3)

@@ -16,8 +16,11 @@ import pytest
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender.cli import main as cli_main
-from recommender.domain import ModelVersion, Outcome
-from recommender.report import Item, _sample, nice_ticks, render_report, time_ticks
+from recommender.core.domain import ModelVersion, Outcome
+from recommender.report import render_report
+from recommender.report.charts import sample
+from recommender.report.items import Item
+from recommender.report.ticks import nice_ticks, time_ticks
 from recommender.store import SqlStore
 from tests.conftest import Live
 from tests.helpers import pool, record, request
@@ -191,7 +194,7 @@ def test_ticks_and_sampling() -> None:
                     "history", "", 1, outcome, 100.0, None)
 
     items = [item(k, Outcome.OOM if k % 100 == 0 else Outcome.SUCCEEDED) for k in range(5000)]
-    shown = _sample(items, 1000)
+    shown = sample(items, 1000)
     assert len(shown) <= 1000
     assert sum(1 for i in shown if i.outcome is Outcome.OOM) == 50  # every OOM kept
     assert [i.at for i in shown] == sorted(i.at for i in shown)

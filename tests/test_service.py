@@ -11,8 +11,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from sqlalchemy import func, select
 
-from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+from recommender.core import config
 from recommender.store.models import ExecutionRow, RecommendationRow
 from tests.conftest import Live
 from tests.helpers import pool, record, request

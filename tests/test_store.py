@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, inspect
 
-from recommender.catalog import Catalog
-from recommender.domain import Execution, Outcome, Request
-from recommender.engine import RecommenderEngine
+from recommender.core.catalog import Catalog
+from recommender.core.domain import Execution, HistoryFilter, Outcome, Request
+from recommender.core.usecases import UseCases
 from recommender.store import SqlStore, StoreUnavailable, connect, migrate
 from recommender.store.database import current_revision, downgrade
-from recommender.store.repository import HistoryFilter, decode_cursor
+from recommender.store.repository import decode_cursor
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -79,8 +79,8 @@ def test_concurrent_duplicates_insert_once(store: SqlStore) -> None:
     assert sorted(results) == [False] * 7 + [True]
 
 
-def engine_at(store: SqlStore, when: datetime) -> RecommenderEngine:
-    return RecommenderEngine(store, clock=lambda: when)
+def engine_at(store: SqlStore, when: datetime) -> UseCases:
+    return UseCases(store, clock=lambda: when)
 
 
 def req(catalog: Catalog, action: str = "act") -> Request:
@@ -144,7 +144,7 @@ def test_bad_page_token() -> None:
 def test_database_outage_degrades_recommend_and_refuses_record(catalog: Catalog) -> None:
     """Nothing listens on port 1: every query fails fast, nothing hangs."""
     down = SqlStore(connect("postgresql+psycopg://postgres@127.0.0.1:1/none"))
-    eng = RecommenderEngine(down)
+    eng = UseCases(down)
     answer = eng.recommend(req(catalog))
     assert not answer.stored
     d = answer.recommendation.decision

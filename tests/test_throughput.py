@@ -4,12 +4,12 @@ import math
 
 import pytest
 
-from recommender import config
-from recommender.catalog import Catalog
-from recommender.domain import Node, Request, Strategy
-from recommender.placement import GpuState
-from recommender.policy import recommend
-from recommender.throughput import ThroughputSample, fit_curve, pooled_exponent
+from recommender.core import config
+from recommender.core.catalog import Catalog
+from recommender.core.domain import Node, Request, Strategy
+from recommender.core.placement import GpuState
+from recommender.core.policy import recommend
+from recommender.core.throughput import ThroughputSample, fit_curve, pooled_exponent
 from tests.test_policy import est, mk
 
 PARVA = ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")

@@ -1,4 +1,4 @@
-"""Scoring a memory model, or the history rule, on held-out executions.
+"""Scoring a memory model, or the server's history rules, on held-out executions.
 
 OOM rate: executions whose recommended slice would have been too small (for an execution that
 did OOM, a prediction not above the slice it died in). Reserved memory: the smallest profile of
@@ -8,14 +8,18 @@ the execution's GPU model that holds the prediction, for the execution's duratio
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 from numpy.typing import NDArray
 
-from recommender import config
-from recommender.catalog import Catalog
-from recommender.learning.dataset import OOM, SUCCEEDED, Dataset
+from recommender.core import config
+from recommender.core.catalog import Catalog
+from recommender.core.dataset import OOM, SUCCEEDED, Dataset
+from recommender.core.domain import Outcome, Sample
+from recommender.core.estimation import Evidence, default_estimator
 from recommender.learning.fit import action_levels
 from recommender.learning.model import MemoryModel
 
@@ -64,6 +68,8 @@ def score(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog) -
         mib = float(predicted_mib[i])
         if options:
             mib = next((s for s in options if s >= mib), options[-1])
+        elif not math.isfinite(mib):
+            mib = float(data.slice_mib[i])  # the largest slice of a model we do not know
         hours = max(float(data.duration_s[i]), 0.0) / 3600 or 1.0
         reserved += mib / 1024 * hours
     n_known = max(int(known.sum()), 1)
@@ -90,23 +96,40 @@ def model_predictions(model: MemoryModel, data: Dataset, history: Dataset,
     return out
 
 
-def history_predictions(data: Dataset, history: Dataset) -> NDArray[np.float64]:
-    """The service's rule without a model: P95 of the action's peaks (OOMs bumped) + 10 %,
-    falling back to the largest peak seen anywhere when an action has no history."""
-    from recommender.estimation import oom_bumped
+def rule_predictions(data: Dataset, history: Dataset) -> NDArray[np.float64]:
+    """What the server answers without a learned model, row by row: its own estimator chain
+    (`estimation.default_estimator()`: decayed quantile with its margin, the sparse-history
+    rule, the OOM floor, the minimum) over the action's executions before that row, the earlier
+    rows of `data` included, as the server would have recorded them. A row the chain has
+    nothing for (an action never seen) gets the largest slice, as the policy gives it (inf:
+    `score` rounds it up to the whole card)."""
+    estimator = default_estimator()
+    window = config.HISTORY_WINDOW
+    seen: dict[str, deque[Sample]] = {}
 
-    values: dict[str, list[float]] = {}
+    def remember(rows: Dataset, i: int) -> None:
+        outcome = _OUTCOMES[int(rows.outcome[i])]
+        seen.setdefault(rows.actions[int(rows.action[i])], deque(maxlen=window)).append(Sample(
+            at=datetime.fromtimestamp(float(rows.ended[i]), UTC), peak_mib=float(rows.peak[i]),
+            slice_mib=float(rows.slice_mib[i]), outcome=outcome))
+
     for i in range(len(history)):
-        o = int(history.outcome[i])
-        if o not in (SUCCEEDED, OOM):
-            continue
-        v = float(history.peak[i]) if o == SUCCEEDED else oom_bumped(
-            float(history.slice_mib[i]), float(history.peak[i]))
-        values.setdefault(history.actions[int(history.action[i])], []).append(v)
-    table = {a: float(np.quantile(v, config.MEMORY_QUANTILE, method="inverted_cdf")) * (
-        1 + config.HISTORY_MARGIN) for a, v in values.items()}
-    default = max(table.values(), default=0.0) or float(np.max(data.peak, initial=0.0))
-    return np.array([table.get(data.actions[int(a)], default) for a in data.action])
+        remember(history, i)
+    out = np.full(len(data), math.inf)
+    for i in range(len(data)):
+        # The decision is made when the execution starts; the row's own end time is the
+        # nearest moment the data has, and its own outcome is not yet among the samples.
+        now = datetime.fromtimestamp(float(data.ended[i]) - float(data.duration_s[i]), UTC)
+        samples = seen.get(data.actions[int(data.action[i])], ())
+        estimate = estimator.estimate(Evidence(now=now, samples=list(samples)[::-1]))
+        if estimate is not None:
+            out[i] = estimate.mib
+        remember(data, i)
+    return out
+
+
+_OUTCOMES = list(Outcome)
+"""Dataset outcome code -> Outcome (codes are the enum's order, `core.dataset`)."""
 
 
 def _levels(history: Dataset) -> dict[str, float]:

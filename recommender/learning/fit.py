@@ -17,9 +17,10 @@ from numpy.typing import NDArray
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.linear_model import QuantileRegressor
 
-from recommender import config
-from recommender.learning.dataset import SUCCEEDED, Dataset
-from recommender.learning.model import KIND, typical_peak_mib
+from recommender.core import config
+from recommender.core.dataset import SUCCEEDED, Dataset
+from recommender.core.estimation import typical_peak_mib
+from recommender.learning.model import KIND
 from recommender.learning.trees import export_hgb, export_linear, load_estimator
 
 Params = dict[str, Any]

@@ -10,31 +10,18 @@ held-out recent executions, so the stated quantile's coverage holds on data it h
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
+from recommender.core.ports import LearnedPrediction
 from recommender.learning.trees import Linear, Trees, load_estimator
 
 KIND = "memory"
 
 
-def typical_peak_mib(peaks: Sequence[float]) -> float | None:
-    """An action's typical per-worker peak, the pooled model's action-level input: the median
-    of its successful peaks (the same in training, evaluation and serving)."""
-    return float(statistics.median(peaks)) if peaks else None
-
-
-@dataclass(frozen=True)
-class Prediction:
-    mib: float
-    scope: str
-    """"action" (the action's own model) or "pooled"."""
-
-
 class MemoryModel:
-    """Loads and validates parameters once; `predict` is cheap and thread-safe."""
+    """Loads and validates parameters once; `predict` is cheap and thread-safe. Serves the
+    core's `MemoryPredictor` port."""
 
     def __init__(self, version: str, params: Mapping[str, Any]) -> None:
         if params.get("kind") != KIND:
@@ -58,11 +45,8 @@ class MemoryModel:
     def actions(self) -> int:
         return len(self._actions)
 
-    def covers(self, action_id: str) -> bool:
-        return action_id in self._actions or self._pooled is not None
-
     def predict(self, action_id: str, features: Mapping[str, float],
-                action_level_mib: float | None) -> Prediction | None:
+                action_level_mib: float | None) -> LearnedPrediction | None:
         """The calibrated quantile of per-worker peak MiB, or None when the request carries
         none of the model's features (a model without its inputs is just a prior)."""
         row = [float(features[f]) if f in features else math.nan for f in self.features]
@@ -70,11 +54,11 @@ class MemoryModel:
             return None
         if action_id in self._actions:
             estimator, offset = self._actions[action_id]
-            return Prediction(math.exp(estimator.predict_one(row) + offset), "action")
+            return LearnedPrediction(math.exp(estimator.predict_one(row) + offset), "action")
         if self._pooled is None:
             return None
         estimator, offset = self._pooled
         offset = self._pooled_action_offsets.get(action_id, offset)
         level = math.log(action_level_mib) if action_level_mib and action_level_mib > 0 else (
             math.nan)
-        return Prediction(math.exp(estimator.predict_one([*row, level]) + offset), "pooled")
+        return LearnedPrediction(math.exp(estimator.predict_one([*row, level]) + offset), "pooled")

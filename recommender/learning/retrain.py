@@ -1,6 +1,6 @@
-"""The retraining job: fit a candidate from SQL, test it on the most recent executions against
-the version serving (or the history rule when none serves), store it with its metrics, and
-promote it only when it is better.
+"""The retraining job: fit a candidate from the store's executions, test it on the most recent
+ones against the version serving (or, when none serves, the history rules the server runs
+without a model), store it with its metrics, and promote it only when it is better.
 
 Two runs at once corrupt nothing: a version is promoted in one transaction that checks the
 serving version is still the one the candidate was compared with, and a unique index allows one
@@ -16,20 +16,33 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import numpy as np
-from sqlalchemy import Engine
 
-from recommender import config
-from recommender.catalog import Catalog
-from recommender.domain import ModelVersion
-from recommender.learning.dataset import SUCCEEDED, Dataset, read_executions
-from recommender.learning.evaluate import history_predictions, model_predictions, score
+from recommender.core import config
+from recommender.core.catalog import Catalog
+from recommender.core.dataset import SUCCEEDED, Dataset
+from recommender.core.domain import ModelVersion
+from recommender.learning.evaluate import model_predictions, rule_predictions, score
 from recommender.learning.fit import fit_memory_model
 from recommender.learning.model import KIND, MemoryModel
-from recommender.store.repository import SqlStore
 
 log = logging.getLogger(__name__)
+
+
+class TrainingStore(Protocol):
+    """What the job reads and writes (`recommender.store.SqlStore`)."""
+
+    def read_executions(self, progress: Callable[[int], None] | None = None) -> Dataset:
+        """Every execution, oldest first."""
+        ...
+    def serving_model_version(self, kind: str) -> ModelVersion | None: ...
+    def save_model_version(self, v: ModelVersion, *, expected_serving: str | None = None
+                           ) -> bool:
+        """Stores `v`; when it is to serve, promotes it only if `expected_serving` still
+        serves (False when another run promoted a version meanwhile)."""
+        ...
 
 
 @dataclass
@@ -73,15 +86,14 @@ def split_by_time(data: Dataset) -> tuple[Dataset, Dataset, Dataset]:
         idx[test_start:])
 
 
-def retrain(engine: Engine, catalog: Catalog, *, now: datetime | None = None,
+def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = None,
             quantile: float = config.MODEL_QUANTILE,
             progress: Callable[[str], None] | None = None) -> RetrainResult:
     say = progress or (lambda _m: None)
     now = now or datetime.now(UTC)
-    store = SqlStore(engine)
     serving = store.serving_model_version(KIND)
     say("reading executions")
-    data = read_executions(engine, progress=lambda n: say(f"read {n:,} executions"))
+    data = store.read_executions(progress=lambda n: say(f"read {n:,} executions"))
     usable = int(((data.outcome == SUCCEEDED) & (data.peak > 0)).sum())
     if usable < config.LEARN_MIN_ROWS / (1 - config.LEARN_HOLDOUT - config.LEARN_CALIBRATION):
         return RetrainResult("", False, f"not enough data: {usable} successful executions")
@@ -91,7 +103,7 @@ def retrain(engine: Engine, catalog: Catalog, *, now: datetime | None = None,
     candidate = MemoryModel(version, params)
     say("testing on the hold-out")
     seen_all = train.concat(calib)
-    fallback = history_predictions(test, seen_all)
+    fallback = rule_predictions(test, seen_all)
     cand = score(test, model_predictions(candidate, test, seen_all, fallback), catalog)
     history = score(test, fallback, catalog)
     if serving is not None:
@@ -101,9 +113,9 @@ def retrain(engine: Engine, catalog: Catalog, *, now: datetime | None = None,
             against = f"serving version {serving.version}"
         except (ValueError, KeyError, TypeError) as e:
             log.warning("serving version %s cannot be evaluated: %s", serving.version, e)
-            incumbent, against = history, "the history rule (serving version unreadable)"
+            incumbent, against = history, "the history rules (serving version unreadable)"
     else:
-        incumbent, against = history, "the history rule (no version serving)"
+        incumbent, against = history, "the history rules (no version serving)"
     better, why = cand.better_than(incumbent)
     metrics = {
         **cand.as_metrics("test"),

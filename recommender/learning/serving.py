@@ -11,10 +11,9 @@ import logging
 import threading
 from typing import Protocol
 
-from recommender import config
-from recommender.domain import ModelVersion
+from recommender.core import config
+from recommender.core.domain import ModelVersion, StoreUnavailable
 from recommender.learning.model import KIND, MemoryModel
-from recommender.store.database import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

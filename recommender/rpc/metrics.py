@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from recommender import config
+from recommender.core import config
 
 log = logging.getLogger(__name__)
 

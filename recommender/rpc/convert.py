@@ -12,12 +12,13 @@ from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-from recommender.catalog import WHOLE_GPU, Catalog, GpuModel, MigProfile
-from recommender.domain import (
+from recommender.core import config
+from recommender.core.catalog import WHOLE_GPU, Catalog, GpuModel, MigProfile
+from recommender.core.domain import (
     Execution,
     HistoryEntry,
+    HistoryFilter,
     ModelVersion,
     Node,
     Outcome,
@@ -26,9 +27,9 @@ from recommender.domain import (
     Rung,
     StoredRecommendation,
     Strategy,
+    pool_profiles_problem,
 )
-from recommender.placement import GpuState
-from recommender.store.repository import HistoryFilter
+from recommender.core.placement import GpuState
 
 
 class InvalidArgument(ValueError):
@@ -115,13 +116,8 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
             resolve_profile(model, name, f"{field}.profiles[{i}]")
             for i, name in enumerate(p.profiles)
         )
-        if any(pr.whole_gpu for pr in profiles):
-            raise InvalidArgument(f"{field}.profiles: '{WHOLE_GPU}' needs MIG_STRATEGY_NONE")
-        if strategy is Strategy.SINGLE and len(profiles) != 1:
-            raise InvalidArgument(
-                f"{field}.profiles: MIG_STRATEGY_SINGLE exposes exactly one profile per pool, "
-                f"got {len(profiles)}"
-            )
+        if problem := pool_profiles_problem(strategy, profiles):
+            raise InvalidArgument(f"{field}.profiles: {problem}")
     if len(p.nodes) > config.MAX_NODES_PER_POOL:
         raise InvalidArgument(f"{field}.nodes: at most {config.MAX_NODES_PER_POOL} nodes")
     nodes = []
@@ -150,7 +146,7 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
             gpus.append(GpuState(uuid=g.uuid or f"{node_id}/{k}", occupied=tuple(occupied),
                                  occupied_profiles=names))
         nodes.append(Node(node_id=node_id, gpus=tuple(gpus)))
-    return Pool(pool_id=pool_id, model=model, strategy=strategy, profiles=profiles,
+    return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
                 nodes=tuple(nodes))
 
 
@@ -335,9 +331,8 @@ def history_entry_to_pb(e: HistoryEntry) -> pb.RecommendationEntry:
         out.outcome = OUTCOME_TO_PB[e.outcome]
     if e.peak_memory_mib is not None:
         out.peak_memory_mib = e.peak_memory_mib
-        mem = rec.decision.rung.profile.memory_mib
-        if e.outcome is Outcome.SUCCEEDED and mem:
-            out.relative_slack = (mem - e.peak_memory_mib) / mem
+    if (slack := e.relative_slack) is not None:
+        out.relative_slack = slack
     return out
 
 

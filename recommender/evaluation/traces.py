@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recommender.learning.synthetic import generate
+from recommender.evaluation.synthetic import generate
 
 GENTD26 = "alibaba-gentd26/pod_gpu_memory_used_bytes_anon.tar.gz"
 

@@ -1,8 +1,9 @@
-"""The use cases, wiring the core to a store: recommend, step up after an OOM, record.
+"""The use cases: recommend, step up after an OOM, record an execution, read the history.
 
-No gRPC here and no SQL: the store is anything with SqlStore's methods, and the adapters turn
-these objects into messages. Database trouble never blocks a recommendation: without history
-the answer comes from the request alone and says so.
+No gRPC here and no SQL: the store is any `ports.Store`, learned predictions come through
+`ports.MemoryPredictor`, and the adapters turn these objects into messages. Database trouble
+never blocks a recommendation: without history the answer comes from the request alone and
+says so.
 """
 
 from __future__ import annotations
@@ -12,48 +13,34 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol
 
-from recommender import config
-from recommender.catalog import Catalog, load_catalog
-from recommender.domain import (
+from recommender.core import config
+from recommender.core.cache import ActionCache
+from recommender.core.catalog import Catalog, load_catalog
+from recommender.core.domain import (
     Decision,
     Execution,
     HistoryEntry,
+    HistoryFilter,
+    ModelVersion,
     Outcome,
     Request,
     Sample,
     StoredRecommendation,
+    StoreUnavailable,
 )
-from recommender.estimation import (
+from recommender.core.estimation import (
     FALLBACK,
     Estimator,
     Evidence,
     default_estimator,
     mean_sm_utilisation,
 )
-from recommender.learning.serving import ModelHolder
-from recommender.policy import LADDER, LadderExhausted, next_rung, recommend
-from recommender.store.cache import ActionCache
-from recommender.store.database import StoreUnavailable
-from recommender.store.repository import HistoryFilter
-from recommender.throughput import ThroughputCurve, ThroughputSample, fit_curve
+from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommend
+from recommender.core.ports import MemoryPredictor, Store
+from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
 
 log = logging.getLogger(__name__)
-
-
-class Store(Protocol):
-    def save_recommendation(self, rec: StoredRecommendation) -> None: ...
-    def get_recommendation(self, rec_id: str) -> StoredRecommendation | None: ...
-    def save_rung_after_oom(self, parent_id: str, observed_peak_mib: float, at: datetime,
-                            rung: StoredRecommendation) -> StoredRecommendation: ...
-    def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime,
-                 action_id: str = "") -> None: ...
-    def child_of(self, parent_id: str) -> StoredRecommendation | None: ...
-    def record_execution(self, e: Execution, recorded_at: datetime) -> bool: ...
-    def action_samples(self, action_id: str, limit: int) -> list[Sample]: ...
-    def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
-                     ) -> tuple[list[HistoryEntry], str]: ...
 
 
 class UnknownRecommendation(LookupError):
@@ -70,20 +57,24 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class RecommenderEngine:
+class UseCases:
+    """What the service does, whatever calls it: the gRPC servicers, the replay, the tests.
+
+    `learned` returns the learned model serving now (None while none does); it is called on
+    every recommendation, so a newly promoted version is used at once."""
+
     def __init__(
         self,
         store: Store,
         estimator: Estimator | None = None,
         clock: Callable[[], datetime] = _now,
         catalog: Catalog | None = None,
-        models: ModelHolder | None = None,
+        learned: Callable[[], MemoryPredictor | None] | None = None,
         cache: ActionCache | None = None,
     ) -> None:
         self.store = store
-        self.models = models
         self.cache = cache
-        self.estimator = estimator or default_estimator(models.current if models else None)
+        self.estimator = estimator or default_estimator(learned)
         self.clock = clock
         self.catalog = catalog or load_catalog()
 
@@ -209,3 +200,13 @@ class RecommenderEngine:
         created = self.store.record_execution(execution, self.clock())
         self._changed(execution.action_id)
         return created
+
+    def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
+                     ) -> tuple[list[HistoryEntry], str]:
+        """Recommendations and how they turned out, newest first; raises ValueError for a page
+        token the store did not issue, StoreUnavailable when it cannot answer."""
+        return self.store.list_history(f, page_size, page_token)
+
+    def list_model_versions(self) -> list[ModelVersion]:
+        """Learned model versions, newest first, the serving one marked."""
+        return self.store.list_model_versions()

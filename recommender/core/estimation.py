@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import math
 import operator
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Protocol
 
-from recommender import config
-from recommender.domain import Outcome, Sample
-from recommender.learning.model import MemoryModel, typical_peak_mib
+from recommender.core import config
+from recommender.core.domain import Outcome, Sample
+from recommender.core.ports import MemoryPredictor
 
 PRIOR = "prior"
 HISTORY = "history"
@@ -54,6 +55,12 @@ class Estimate:
 
 class Estimator(Protocol):
     def estimate(self, evidence: Evidence) -> Estimate | None: ...
+
+
+def typical_peak_mib(peaks: Sequence[float]) -> float | None:
+    """An action's typical per-worker peak, the pooled model's action-level input: the median
+    of its successful peaks (the same in training, evaluation and serving)."""
+    return float(statistics.median(peaks)) if peaks else None
 
 
 def oom_bumped(slice_mib: float, peak_mib: float = 0.0) -> float:
@@ -173,10 +180,10 @@ class Learned:
     such an action only by its features.
     """
 
-    model: Callable[[], MemoryModel | None]
+    predictor: Callable[[], MemoryPredictor | None]
 
     def estimate(self, evidence: Evidence) -> Estimate | None:
-        model = self.model()
+        model = self.predictor()
         if model is None or not evidence.features:
             return None
         level = typical_peak_mib([s.peak_mib for s in evidence.samples
@@ -290,7 +297,8 @@ class LargerOf:
         return replace(best, hard_floor_mib=max(e.hard_floor_mib for e in found))
 
 
-def default_estimator(model: Callable[[], MemoryModel | None] | None = None) -> Estimator:
+def default_estimator(predictor: Callable[[], MemoryPredictor | None] | None = None
+                      ) -> Estimator:
     """The learned model when it applies; the history quantile when there is enough history;
     else the larger of the prior and the max of the few samples. A recent OOM is a floor."""
     prior = WithMargin(DeclaredPrior(), config.PRIOR_MARGIN)
@@ -300,8 +308,8 @@ def default_estimator(model: Callable[[], MemoryModel | None] | None = None) -> 
                          config.HISTORY_MARGIN)
     sparse = WithMargin(MaxOfSamples(), config.SPARSE_MARGIN)
     chain: tuple[Estimator, ...] = (history, LargerOf((prior, sparse)))
-    if model is not None:
-        chain = (Learned(model), *chain)
+    if predictor is not None:
+        chain = (Learned(predictor), *chain)
     return WithMinimum(WithOomFloor(FirstOf(chain), config.OOM_FLOOR_WINDOW),
                        config.MIN_ESTIMATE_MIB)
 

@@ -8,8 +8,21 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from recommender.catalog import GpuModel, MigProfile
-from recommender.placement import GpuState
+from recommender.core.catalog import WHOLE_GPU, GpuModel, MigProfile
+from recommender.core.placement import GpuState
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached or did not answer in time.
+
+    Raised by any store adapter; the use cases degrade on it (a recommendation from the
+    request alone) instead of failing the runner."""
+
+
+def relative_slack(slice_mib: float, peak_mib: float) -> float | None:
+    """(slice - peak) / slice: the share of the slice a successful execution left unused
+    (DESIGN.md section 5). None for a slice of no memory."""
+    return (slice_mib - peak_mib) / slice_mib if slice_mib > 0 else None
 
 
 class Strategy(enum.Enum):
@@ -38,10 +51,23 @@ class Node:
         return sum(1 for g in self.gpus if not g.idle)
 
 
+def pool_profiles_problem(strategy: Strategy, profiles: tuple[MigProfile, ...]) -> str | None:
+    """What is wrong with the profiles a pool configures for its strategy, or None.
+
+    A whole card is not a MIG profile: only a pool with MIG off offers it. The device plugin's
+    single strategy exposes one profile per node (it calls each slice `nvidia.com/gpu`), so a
+    pool in that strategy names exactly one."""
+    if any(p.whole_gpu for p in profiles) and strategy is not Strategy.NONE:
+        return f"'{WHOLE_GPU}' needs MIG_STRATEGY_NONE"
+    if strategy is Strategy.SINGLE and len(profiles) != 1:
+        return f"MIG_STRATEGY_SINGLE exposes exactly one profile per pool, got {len(profiles)}"
+    return None
+
+
 @dataclass(frozen=True)
 class Pool:
     pool_id: str
-    model: GpuModel
+    gpu_model: GpuModel
     strategy: Strategy
     profiles: tuple[MigProfile, ...]
     """Profiles configured on the pool (resolved); empty means every base profile."""
@@ -162,6 +188,28 @@ class HistoryEntry:
     recommendation: StoredRecommendation
     outcome: Outcome | None
     peak_memory_mib: float | None
+
+    @property
+    def relative_slack(self) -> float | None:
+        """Slack of a fitted execution; None while the outcome is unknown or was not a fit."""
+        if self.outcome is not Outcome.SUCCEEDED or self.peak_memory_mib is None:
+            return None
+        return relative_slack(self.recommendation.decision.rung.profile.memory_mib,
+                              self.peak_memory_mib)
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Which recommendations an operator asks for (Admin.ListRecommendations, `history`)."""
+
+    action_id: str = ""
+    pool_id: str = ""
+    gpu_model: str = ""
+    source: str = ""
+    outcome: str = ""
+    """"fitted", "oom", "unknown" or "" for all."""
+    created_after: datetime | None = None
+    created_before: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Executions from SQL as numpy arrays, read in chunks.
+"""Executions from SQL as numpy columns (`recommender.core.dataset.Dataset`), read in chunks.
 
 A million executions must not become a million Python objects at once: rows stream from the
 database (server-side cursor on PostgreSQL) a chunk at a time and are appended to growing
@@ -10,56 +10,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Engine, select
 
+from recommender.core.dataset import FAILED, OUTCOME_CODES, Dataset
 from recommender.store.models import ExecutionRow
-
-OUTCOME_CODES = {"SUCCEEDED": 0, "OOM": 1, "FAILED": 2, "CANCELLED": 3}
-SUCCEEDED, OOM = 0, 1
-
-
-@dataclass
-class Dataset:
-    """Columns of executions, sorted by end time (oldest first)."""
-
-    actions: list[str]
-    """Action ids; `action` holds indices into this list."""
-    features: list[str]
-    action: NDArray[np.int32]
-    x: NDArray[np.float64]
-    """Feature matrix, NaN where an execution did not carry the feature."""
-    peak: NDArray[np.float64]
-    slice_mib: NDArray[np.float64]
-    outcome: NDArray[np.int8]
-    ended: NDArray[np.float64]
-    """Seconds since the epoch."""
-    gpu_model: NDArray[np.int16]
-    gpu_models: list[str]
-    duration_s: NDArray[np.float64]
-
-    def __len__(self) -> int:
-        return int(self.peak.shape[0])
-
-    def take(self, idx: NDArray[np.int64]) -> Dataset:
-        return Dataset(self.actions, self.features, self.action[idx], self.x[idx], self.peak[idx],
-                       self.slice_mib[idx], self.outcome[idx], self.ended[idx],
-                       self.gpu_model[idx], self.gpu_models, self.duration_s[idx])
-
-    def concat(self, later: Dataset) -> Dataset:
-        """This dataset followed by `later` (read from the same database in the same order)."""
-        return Dataset(
-            self.actions, self.features, np.concatenate([self.action, later.action]),
-            np.concatenate([self.x, later.x]), np.concatenate([self.peak, later.peak]),
-            np.concatenate([self.slice_mib, later.slice_mib]),
-            np.concatenate([self.outcome, later.outcome]),
-            np.concatenate([self.ended, later.ended]),
-            np.concatenate([self.gpu_model, later.gpu_model]), self.gpu_models,
-            np.concatenate([self.duration_s, later.duration_s]))
 
 
 def _rows(engine: Engine, columns: Sequence[object], chunk: int,
@@ -121,7 +79,7 @@ def read_executions(
                 actions.setdefault(str(action), len(actions)),
                 float(peak),  # type: ignore[arg-type]
                 float(slice_mib),  # type: ignore[arg-type]
-                OUTCOME_CODES.get(str(outcome), 2),
+                OUTCOME_CODES.get(str(outcome), FAILED),
                 _epoch(ended),
                 models.setdefault(str(model), len(models)),
                 float(duration),  # type: ignore[arg-type]

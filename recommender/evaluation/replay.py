@@ -1,6 +1,6 @@
 """Replays a workload in time order and measures what each sizing rule would have cost.
 
-The service is replayed through its own code paths: RecommenderEngine on a real (temporary)
+The service is replayed through its own code paths: UseCases on a real (temporary)
 SQL store, Recommend before each execution, NextAfterOom after each OOM until a rung fits,
 RecordExecution at the end, and, for the learned model, the retraining job at intervals. The
 baselines of DESIGN.md section 5 are replayed against the same offered slices, the same ladder
@@ -23,16 +23,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from recommender import config
-from recommender.catalog import Catalog
-from recommender.domain import Execution, Outcome, Pool, Request, Strategy
-from recommender.engine import RecommenderEngine
-from recommender.estimation import decay_weight, weighted_quantile
+from recommender.core import config
+from recommender.core.catalog import Catalog
+from recommender.core.domain import (
+    Execution,
+    Outcome,
+    Pool,
+    Request,
+    Strategy,
+    relative_slack,
+)
+from recommender.core.estimation import decay_weight, weighted_quantile
+from recommender.core.policy import LadderExhausted, candidate_profiles
+from recommender.core.usecases import UseCases
+from recommender.evaluation.traces import TraceExecution
 from recommender.learning.retrain import retrain
 from recommender.learning.serving import ModelHolder
-from recommender.policy import LadderExhausted, candidate_profiles
 from recommender.store import SqlStore, connect, migrate
-from recommender.traces import TraceExecution
 
 
 @dataclass
@@ -60,7 +67,7 @@ class Metrics:
         self.wasted_gbh += sum(failed) / 1024 * hours
         self.reserved_gbh += sum(attempts) / 1024 * hours
         if served and len(attempts) == 1:
-            self.slack.append((attempts[0] - peak) / attempts[0])
+            self.slack.append(relative_slack(attempts[0], peak) or 0.0)
 
 
 @dataclass(frozen=True)
@@ -178,12 +185,12 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
         store = SqlStore(engine_db)
         now = [trace[0].at if trace else datetime.now()]
         holder = ModelHolder(store)
-        engine = RecommenderEngine(store, catalog=catalog, models=holder,
-                                   clock=lambda: now[0])
+        engine = UseCases(store, catalog=catalog, learned=holder.current,
+                            clock=lambda: now[0])
         for i, e in enumerate(trace):
             now[0] = e.at
             if retrain_every and i and i % retrain_every == 0:
-                result = retrain(engine_db, catalog, now=e.at)
+                result = retrain(store, catalog, now=e.at)
                 holder.refresh()
                 say(f"{i:,} executions: retrain {result.version or '-'}: {result.reason}")
             request = Request(

@@ -1,4 +1,4 @@
-"""gRPC servicers: thin adapters from messages to the engine, errors to status codes.
+"""gRPC servicers: thin adapters from messages to the use cases, errors to status codes.
 
 Each call writes one structured (JSON) log line: method, status code, milliseconds, and the ids
 that let an operator follow an execution. Request bodies are never logged.
@@ -11,16 +11,19 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
 
-from recommender import metrics
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from recommender.catalog import Catalog
-from recommender.convert import (
+from recommender.core.catalog import Catalog
+from recommender.core.domain import StoreUnavailable
+from recommender.core.policy import LadderExhausted, NoFit
+from recommender.core.usecases import UnknownRecommendation, UseCases
+from recommender.rpc import metrics
+from recommender.rpc.convert import (
     InvalidArgument,
     execution_from_pb,
     gpu_model_to_pb,
@@ -31,10 +34,6 @@ from recommender.convert import (
     recommendation_to_pb,
     request_from_pb,
 )
-from recommender.domain import ModelVersion
-from recommender.engine import RecommenderEngine, UnknownRecommendation
-from recommender.policy import LadderExhausted, NoFit
-from recommender.store.database import StoreUnavailable
 
 access_log = logging.getLogger("recommender.access")
 log = logging.getLogger(__name__)
@@ -125,8 +124,8 @@ def _parsing(method: str, request_type: Any, behaviour: Callable[[Any, grpc.Serv
 
 
 class RecommenderServicer(pb_grpc.RecommenderServicer):
-    def __init__(self, engine: RecommenderEngine, catalog: Catalog) -> None:
-        self.engine = engine
+    def __init__(self, use_cases: UseCases, catalog: Catalog) -> None:
+        self.use_cases = use_cases
         self.catalog = catalog
 
     def Recommend(self, request: pb.RecommendRequest, context: grpc.ServicerContext
@@ -134,7 +133,7 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
         ids = {"action_id": request.action_id[:256], "execution_id": request.execution_id[:256]}
 
         def run() -> pb.Recommendation:
-            answer = self.engine.recommend(request_from_pb(self.catalog, request))
+            answer = self.use_cases.recommend(request_from_pb(self.catalog, request))
             ids["recommendation_id"] = answer.recommendation.id
             ids["source"] = answer.recommendation.decision.source
             metrics.record_recommendation(answer.recommendation.decision.source)
@@ -148,7 +147,7 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
 
         def run() -> pb.Recommendation:
             rec_id, peak = next_after_oom_from_pb(request)
-            answer = self.engine.next_after_oom(rec_id, peak)
+            answer = self.use_cases.next_after_oom(rec_id, peak)
             ids["next_recommendation_id"] = answer.recommendation.id
             metrics.record_recommendation(answer.recommendation.decision.source)
             return recommendation_to_pb(answer.recommendation, stored=answer.stored)
@@ -161,7 +160,7 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
 
         def run() -> pb.RecordExecutionResponse:
             execution = execution_from_pb(self.catalog, request, datetime.now(UTC))
-            created = self.engine.record_execution(execution)
+            created = self.use_cases.record_execution(execution)
             if created:
                 metrics.record_execution(execution.action_id, execution.outcome.value)
             return pb.RecordExecutionResponse(duplicate=not created)
@@ -172,21 +171,16 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
 
 
 class AdminServicer(pb_grpc.AdminServicer):
-    def __init__(self, engine: RecommenderEngine, catalog: Catalog,
-                 versions: ModelVersionSource | None = None) -> None:
-        self.engine = engine
+    def __init__(self, use_cases: UseCases, catalog: Catalog) -> None:
+        self.use_cases = use_cases
         self.catalog = catalog
-        # The engine's store is a SqlStore in production; a test double may lack versions.
-        store = engine.store
-        self.versions = versions if versions is not None else (
-            store if isinstance(store, ModelVersionSource) else None)
 
     def ListRecommendations(self, request: pb.ListRecommendationsRequest,
                             context: grpc.ServicerContext) -> pb.ListRecommendationsResponse:
         def run() -> pb.ListRecommendationsResponse:
             f, size, page_token = history_query_from_pb(self.catalog, request)
             try:
-                entries, token = self.engine.store.list_history(f, size, page_token)
+                entries, token = self.use_cases.list_history(f, size, page_token)
             except ValueError as e:
                 if isinstance(e, InvalidArgument):
                     raise
@@ -206,15 +200,7 @@ class AdminServicer(pb_grpc.AdminServicer):
     def ListModelVersions(self, request: pb.ListModelVersionsRequest,
                           context: grpc.ServicerContext) -> pb.ListModelVersionsResponse:
         def run() -> pb.ListModelVersionsResponse:
-            versions = self.versions.list_model_versions() if self.versions else []
-            return pb.ListModelVersionsResponse(
-                model_versions=[model_version_to_pb(v) for v in versions])
+            return pb.ListModelVersionsResponse(model_versions=[
+                model_version_to_pb(v) for v in self.use_cases.list_model_versions()])
 
         return handle("ListModelVersions", context, {}, run)
-
-
-@runtime_checkable
-class ModelVersionSource(Protocol):
-    """Where learned model versions are read from (SqlStore)."""
-
-    def list_model_versions(self, kind: str = "") -> list[ModelVersion]: ...

@@ -17,12 +17,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from recommender import config
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
-from recommender.auth import AdminTokenInterceptor
-from recommender.catalog import Catalog
-from recommender.engine import RecommenderEngine
-from recommender.service import AdminServicer, RecommenderServicer, add_to_server
+from recommender.core import config
+from recommender.core.catalog import Catalog
+from recommender.core.usecases import UseCases
+from recommender.rpc.auth import AdminTokenInterceptor
+from recommender.rpc.servicers import AdminServicer, RecommenderServicer, add_to_server
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class TlsConfigError(ValueError):
     """A TLS file is missing or unreadable."""
 
 
-def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", port: int = 0,
+def start(use_cases: UseCases, catalog: Catalog, *, host: str = "[::]", port: int = 0,
           max_workers: int = config.RPC_THREADS, admin_token: str | None = None,
           tls: Tls | None = None, extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = ()
           ) -> Running:
@@ -91,8 +91,8 @@ def start(engine: RecommenderEngine, catalog: Catalog, *, host: str = "[::]", po
             ("grpc.so_reuseport", 0),
         ],
     )
-    add_to_server(RecommenderServicer(engine, catalog), "Recommender", server)
-    add_to_server(AdminServicer(engine, catalog), "Admin", server)
+    add_to_server(RecommenderServicer(use_cases, catalog), "Recommender", server)
+    add_to_server(AdminServicer(use_cases, catalog), "Admin", server)
     server.add_generic_rpc_handlers(tuple(extra_handlers))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from recommender.catalog import GpuModel, MigProfile
+from recommender.core.catalog import GpuModel, MigProfile
 
 
 @dataclass(frozen=True)

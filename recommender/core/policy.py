@@ -11,12 +11,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recommender import config
-from recommender.catalog import MigProfile
-from recommender.domain import Decision, Node, Pool, Request, Rung, Strategy
-from recommender.estimation import FALLBACK, Estimate
-from recommender.placement import PlacementError, place, place_whole_gpus
-from recommender.throughput import ThroughputCurve
+from recommender.core import config
+from recommender.core.catalog import MigProfile
+from recommender.core.domain import Decision, Node, Pool, Request, Rung, Strategy
+from recommender.core.estimation import FALLBACK, Estimate
+from recommender.core.placement import PlacementError, place, place_whole_gpus
+from recommender.core.throughput import ThroughputCurve
 
 LADDER = "ladder"
 """Source of a recommendation that is a rung taken after an OOM."""
@@ -50,8 +50,8 @@ def candidate_profiles(pool: Pool, *, more_compute_first: bool = False) -> list[
     serves a memory-bound worker as well as 2g.10gb and leaves compute to others.
     """
     if pool.strategy is Strategy.NONE:
-        return [pool.model.whole]
-    profiles = list(pool.profiles) or [p for p in pool.model.profiles if p.is_base]
+        return [pool.gpu_model.whole]
+    profiles = list(pool.profiles) or [p for p in pool.gpu_model.profiles if p.is_base]
     if pool.strategy is Strategy.DYNAMIC:
         # HAMi maps a request to GPU_INSTANCE_PROFILE_<N>_SLICE; it cannot select these.
         profiles = [p for p in profiles if not p.double_memory_1g]
@@ -81,9 +81,9 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     """
     if not pool.nodes:
         return "", 0, ""
-    if not profile.whole_gpu and not pool.model.placements_known:
-        return None, 0, f"{pool.model.id} has no known placement table: cannot place MIG slices"
-    units = pool.model.placement_units or 0
+    if not profile.whole_gpu and not pool.gpu_model.placements_known:
+        return None, 0, f"{pool.gpu_model.id} has no known placement table: cannot place MIG slices"
+    units = pool.gpu_model.placement_units or 0
     nodes = sorted(pool.nodes, key=lambda n: -n.busy_gpus)
     best: tuple[tuple[int, int], Node] | None = None
     scored = 0
@@ -94,7 +94,7 @@ def find_node(pool: Pool, profile: MigProfile, count: int
             if profile.whole_gpu:
                 found = place_whole_gpus(count, node.gpus)
             else:
-                found = place(pool.model, [profile] * count, node.gpus)
+                found = place(pool.gpu_model, [profile] * count, node.gpus)
         except PlacementError as e:
             return None, 0, str(e)
         if found is None:
@@ -151,12 +151,12 @@ def eligible_pools(request: Request) -> list[tuple[int, Pool]]:
 def _rung(option: Option, count: int) -> Rung:
     return Rung(
         pool_id=option.pool.pool_id,
-        gpu_model=option.pool.model.id,
+        gpu_model=option.pool.gpu_model.id,
         profile=option.profile,
         count=count,
         resources=pod_resources(option.pool, option.profile, count),
         node_id=option.node_id,
-        card_compute_slices=option.pool.model.compute_slices,
+        card_compute_slices=option.pool.gpu_model.compute_slices,
         node_gpus=option.node_gpus,
     )
 
@@ -204,7 +204,7 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
         for profile in candidate_profiles(pool, more_compute_first=sm_hungry):
             if need is not None and profile.memory_mib < need:
                 continue
-            per_worker = curve.predict(pool.model.id, profile.compute_slices)
+            per_worker = curve.predict(pool.gpu_model.id, profile.compute_slices)
             if per_worker is None or per_worker <= 0:
                 continue
             count = max(low, math.ceil(target / per_worker - 1e-9))
@@ -309,7 +309,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         (f"{estimate.source}: {estimate.detail} -> {estimate.mib:,.0f} MiB per worker; "
          if estimate else "fallback: no history and no declared memory; ")
         + f"{chosen.profile.name} ({chosen.profile.memory_mib:,} MiB) x {count} on "
-        f"{chosen.pool.pool_id} ({chosen.pool.model.id}): " + ", ".join(notes)
+        f"{chosen.pool.pool_id} ({chosen.pool.gpu_model.id}): " + ", ".join(notes)
     )
     return Decision(
         rung=rung,
@@ -346,16 +346,16 @@ def build_ladder(pools: Sequence[Pool], start: Rung, memo: Memo | None = None
     for index, pool in enumerate(pools):
         if (
             pool.strategy is Strategy.NONE
-            and pool.model.id == start_pool.model.id
-            and pool.model.memory_mib > last
-            and (opt := placeable(index, pool, pool.model.whole))
+            and pool.gpu_model.id == start_pool.gpu_model.id
+            and pool.gpu_model.memory_mib > last
+            and (opt := placeable(index, pool, pool.gpu_model.whole))
         ):
             rungs.append(_rung(opt, count))
-            last = pool.model.memory_mib
+            last = pool.gpu_model.memory_mib
             break
     bigger: list[tuple[int, int, int, MigProfile, Pool]] = []
     for index, pool in enumerate(pools):
-        if pool.model.memory_mib <= start_pool.model.memory_mib:
+        if pool.gpu_model.memory_mib <= start_pool.gpu_model.memory_mib:
             continue
         for profile in candidate_profiles(pool):
             bigger.append((profile.memory_mib, profile.compute_slices, index, profile, pool))

@@ -1,0 +1,165 @@
+"""The `recommender` command: its parser, and configuration errors as messages."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from recommender.cli.evaluate import cmd_evaluate
+from recommender.cli.history import cmd_history
+from recommender.cli.jobs import cmd_migrate, cmd_retrain
+from recommender.cli.options import HISTORY_MAX, history_limit, rpc_threads, setup_logging, when
+from recommender.cli.report import cmd_report
+from recommender.cli.serve import cmd_serve
+from recommender.core import config
+
+if TYPE_CHECKING:
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recommender",
+        description="IntelliScale recommender: MIG slices (profile, count) for GPU workloads.")
+    parser.add_argument("--log-level", default=os.environ.get("RECOMMENDER_LOG_LEVEL", "info"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_db(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--database-url", default=None,
+                       help="SQLAlchemy URL (env RECOMMENDER_DATABASE_URL; default "
+                       f"{config.DEFAULT_DATABASE_URL})")
+        return p
+
+    serve = with_db(sub.add_parser("serve", help="serve gRPC (migrates the database first)"))
+    serve.add_argument("--port", type=int, default=None,
+                       help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
+    serve.add_argument("--host", default="[::]")
+    serve.add_argument("--rpc-threads", type=rpc_threads, metavar="N",
+                       default=os.environ.get("RECOMMENDER_RPC_THREADS") or None,
+                       help="threads serving calls (env RECOMMENDER_RPC_THREADS; default "
+                       f"{config.RPC_THREADS})")
+    serve.add_argument("--tls-cert", default=os.environ.get("RECOMMENDER_TLS_CERT"),
+                       help="PEM certificate (chain) for TLS on the gRPC port "
+                       "(env RECOMMENDER_TLS_CERT)")
+    serve.add_argument("--tls-key", default=os.environ.get("RECOMMENDER_TLS_KEY"),
+                       help="PEM private key (env RECOMMENDER_TLS_KEY)")
+    serve.add_argument("--tls-client-ca", default=os.environ.get("RECOMMENDER_TLS_CLIENT_CA"),
+                       help="PEM CA bundle: clients must present a certificate it signed "
+                       "(mutual TLS; env RECOMMENDER_TLS_CLIENT_CA)")
+    serve.add_argument("--metrics-port", type=int,
+                       default=int(os.environ.get("RECOMMENDER_METRICS_PORT",
+                                                  config.DEFAULT_METRICS_PORT)),
+                       help=f"Prometheus /metrics port (env RECOMMENDER_METRICS_PORT; default "
+                       f"{config.DEFAULT_METRICS_PORT}; 0 = any free port, -1 = off)")
+    serve.add_argument("--metrics-host", default="0.0.0.0")
+    serve.add_argument("--catalog-override", default=None,
+                       help="JSON file of MiB values, aliases or models measured on your nodes "
+                       "(env RECOMMENDER_CATALOG_OVERRIDE)")
+    serve.add_argument("--admin-token", default=None,
+                       help="require 'authorization: Bearer <token>' on every Admin call (env "
+                       "RECOMMENDER_ADMIN_TOKEN; visible to `ps`, prefer --admin-token-file)")
+    serve.add_argument("--admin-token-file", default=None, metavar="PATH",
+                       help="read the admin token from a file, e.g. a mounted Kubernetes "
+                       "secret (env RECOMMENDER_ADMIN_TOKEN_FILE)")
+    serve.set_defaults(fn=cmd_serve)
+
+    mig = with_db(sub.add_parser("migrate", help="upgrade (or downgrade) the database schema"))
+    mig.add_argument("--revision", default="head")
+    mig.add_argument("--downgrade", default=None, metavar="REVISION",
+                     help="downgrade to REVISION (e.g. base)")
+    mig.set_defaults(fn=cmd_migrate)
+
+    hist = with_db(sub.add_parser(
+        "history", help="recommendations and how they turned out",
+        description="Recommendations, newest first, with their outcome once known. Times are "
+        "ISO (2025-01-31T12:00Z; naive means UTC) or a duration ago (30m, 24h, 7d)."))
+    hist.add_argument("--action", default=None, help="only this action_id")
+    hist.add_argument("--pool", default=None, help="only this pool_id")
+    hist.add_argument("--gpu-model", default=None,
+                      help="only this GPU model (canonical id or NVML name)")
+    hist.add_argument("--source", default=None,
+                      help="only this source (prior, history, model, ladder, fallback)")
+    hist.add_argument("--outcome", choices=["fitted", "oom", "unknown"], default=None)
+    hist.add_argument("--since", type=when, default=None, metavar="TIME",
+                      help="created at or after TIME")
+    hist.add_argument("--until", type=when, default=None, metavar="TIME",
+                      help="created before TIME")
+    hist.add_argument("--limit", type=history_limit, default=50,
+                      help=f"rows per page (default 50, at most {HISTORY_MAX})")
+    hist.add_argument("--page-token", default=None,
+                      help="continue where the previous page ended (printed as 'more:')")
+    fmt = hist.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="a JSON list of rows")
+    fmt.add_argument("--csv", action="store_true", help="CSV with a header row")
+    hist.set_defaults(fn=cmd_history)
+
+    rep = with_db(sub.add_parser(
+        "report", help="write the HTML report",
+        description="One self-contained HTML page (inline SVG charts, no network needed to "
+        "view it): peak memory against the recommended slice with OOMs, slack, use per pool "
+        "and GPU model, model versions; overall and per action."))
+    rep.add_argument("--out", default="report.html", help="the file to write (report.html)")
+    rep.add_argument("--action", default=None, help="only this action_id")
+    rep.add_argument("--limit", type=int, default=50_000,
+                     help="at most this many recent recommendations are read (50,000)")
+    rep.add_argument("--top", type=int, default=20,
+                     help="per-action sections for the N busiest actions (20)")
+    rep.set_defaults(fn=cmd_report)
+
+    ret = with_db(sub.add_parser(
+        "retrain", help="fit a memory model from recorded executions; promote it only if it "
+        "beats the serving version on the most recent executions (run it as a CronJob)"))
+    ret.add_argument("--quantile", type=float, default=config.MODEL_QUANTILE,
+                     help=f"quantile of per-worker peak memory to cover "
+                     f"({config.MODEL_QUANTILE})")
+    ret.add_argument("--catalog-override", default=None)
+    ret.add_argument("--quiet", action="store_true", help="no progress output")
+    ret.set_defaults(fn=cmd_retrain)
+
+    ev = with_db(sub.add_parser(
+        "evaluate", help="replay traces in time order through the service and the baselines "
+        "(VPA, Ryax 26.10, max x 1.2, declared, oracle); prints OOM rate, retries, slack, "
+        "reserved GB-h"))
+    ev.add_argument("--trace", choices=["gentd26", "synthetic", "all"], default="all")
+    ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
+                                                           "../shared/traces"))
+    ev.add_argument("--max-actions", type=int, default=0,
+                    help="GenTD26: first N pods only; synthetic: number of actions (40)")
+    ev.add_argument("--executions", type=int, default=6000, help="synthetic executions")
+    ev.add_argument("--retrain-every", type=int, default=1000,
+                    help="synthetic: run the retraining job every N executions")
+    ev.add_argument("--catalog-override", default=None)
+    ev.add_argument("--verbose", action="store_true", help="print each retraining result")
+    ev.set_defaults(fn=cmd_evaluate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    from recommender.core.catalog import CatalogError
+    from recommender.core.domain import StoreUnavailable
+    from recommender.rpc.auth import AuthConfigError
+    from recommender.rpc.server import TlsConfigError
+
+    try:
+        return int(args.fn(args))
+    except CatalogError as e:
+        print(f"catalog error: {e}", file=sys.stderr)
+        return 2
+    except AuthConfigError as e:
+        print(f"admin token: {e}", file=sys.stderr)
+        return 2
+    except TlsConfigError as e:
+        print(f"TLS: {e}", file=sys.stderr)
+        return 2
+    except StoreUnavailable as e:
+        print(f"database unavailable: {e}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

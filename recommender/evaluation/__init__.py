@@ -1,0 +1,1 @@
+"""Replays of traces and generated workloads through the service and the baselines."""

@@ -1,0 +1,1 @@
+"""The gRPC adapter: servicers, conversion between messages and core values, server, auth."""
