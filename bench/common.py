@@ -142,7 +142,7 @@ def build_server(database_url: str, *, max_workers: int | None = None) -> Runnin
     if db.dialect.name == "postgresql":
         cache.enabled = False
         ActionListener(db, cache).start()
-    engine = UseCases(SqlStore(db), catalog=catalog, cache=cache)
+    use_cases = UseCases(SqlStore(db), catalog=catalog, cache=cache)
 
     def echo(request: Any, _context: grpc.ServicerContext) -> Any:
         return request
@@ -154,7 +154,7 @@ def build_server(database_url: str, *, max_workers: int | None = None) -> Runnin
             response_serializer=pb.RecommendRequest.SerializeToString,
         ),
     })
-    return start(engine, catalog, host="127.0.0.1", port=0,
+    return start(use_cases, catalog, host="127.0.0.1", port=0,
                  max_workers=max_workers or config.RPC_THREADS, extra_handlers=(trivial,))
 
 

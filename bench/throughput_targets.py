@@ -2,7 +2,7 @@
 
 Each (DNN, batch size) of `../shared/traces/parvagpu-a100-80gb-mig-profiles` is an action. Its
 row per MIG size (one process per instance) gives the measured throughput, or 0 when the
-configuration did not run (out of memory). The replay, through the service's own engine and a
+configuration did not run (out of memory). The replay, through the service's own use cases and a
 real SQLite store:
 
 1. records a few executions of every action on 1g.10gb and 7g.80gb (an OOM where the table
@@ -123,7 +123,7 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
     migrate(engine_db)
     start = datetime(2026, 11, 1, tzinfo=UTC)
     clock = [start]
-    engine = UseCases(SqlStore(engine_db), clock=lambda: clock[0], catalog=catalog)
+    use_cases = UseCases(SqlStore(engine_db), clock=lambda: clock[0], catalog=catalog)
     model = catalog.resolve("A100-80GB")
     assert model is not None
     memory = {c: p.memory_mib for c, name in PROFILES.items()
@@ -142,7 +142,7 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
             throughput=action.throughput[c] if fits else 0.0,
             outcome=pb.OUTCOME_SUCCEEDED if fits else pb.OUTCOME_OOM,
         )
-        engine.record_execution(execution_from_pb(catalog, m, clock[0]))
+        use_cases.record_execution(execution_from_pb(catalog, m, clock[0]))
 
     serial = 0
     for action in actions:
@@ -162,7 +162,7 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
                 clock[0] += timedelta(seconds=1)
                 req = pb.RecommendRequest(action_id=action.name, pools=[pool], workers=1,
                                           max_workers=MAX_WORKERS, target_throughput=goal)
-                rec = engine.recommend(request_from_pb(catalog, req)).recommendation.decision
+                rec = use_cases.recommend(request_from_pb(catalog, req)).recommendation.decision
                 c, n = rec.rung.profile.compute_slices, rec.rung.count
                 ours.add(action, goal, c, n)
                 ran.append((action, c, n))

@@ -56,16 +56,16 @@ def test_cache_basics() -> None:
 def test_recommend_reads_history_once_until_it_changes(
         migrated_engine: Engine, catalog: Catalog) -> None:
     store = Counting(migrated_engine)
-    engine = UseCases(store, catalog=catalog, cache=ActionCache(),
+    use_cases = UseCases(store, catalog=catalog, cache=ActionCache(),
                                clock=lambda: T0 + timedelta(hours=1))
     req = Request("act", "", (mk(catalog),), declared_memory_mib=7500)
     for i in range(5):
         store.record_execution(execution(f"e{i}"), T0)
-    engine.recommend(req)
-    engine.recommend(req)
+    use_cases.recommend(req)
+    use_cases.recommend(req)
     assert store.reads == 1
-    engine.record_execution(execution("e-new", peak=9000))  # this replica: dropped at once
-    d = engine.recommend(req).recommendation.decision
+    use_cases.record_execution(execution("e-new", peak=9000))  # this replica: dropped at once
+    d = use_cases.recommend(req).recommendation.decision
     assert store.reads == 2 and d.source == "history"
 
 

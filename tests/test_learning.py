@@ -16,7 +16,7 @@ from recommender.core.domain import Execution, ModelVersion, Outcome, Request
 from recommender.core.usecases import UseCases
 from recommender.evaluation.synthetic import generate
 from recommender.learning.fit import conformal_offset, fit_linear, fit_trees
-from recommender.learning.model import KIND, MemoryModel
+from recommender.learning.memory_model import KIND, MemoryModel
 from recommender.learning.retrain import retrain
 from recommender.learning.serving import ModelHolder
 from recommender.learning.trees import Linear, Trees, export_hgb
@@ -208,18 +208,18 @@ def test_served_model_is_used_for_requests_with_features(
         trained: str, store: SqlStore, catalog: Catalog) -> None:
     holder = ModelHolder(store, poll_s=0.05)
     assert holder.refresh() and holder.current() is not None
-    engine = UseCases(store, catalog=catalog, learned=holder.current,
+    use_cases = UseCases(store, catalog=catalog, learned=holder.current,
                             clock=lambda: T0 + timedelta(days=6))
     from tests.test_policy import mk
 
     pool = mk(catalog, "a80", "A100-80GB")
-    small = engine.recommend(Request("act-0000", "", (pool,), features={
+    small = use_cases.recommend(Request("act-0000", "", (pool,), features={
         "batch_size": 1.0, "input_mb": 5.0})).recommendation.decision
-    big = engine.recommend(Request("act-0000", "", (pool,), features={
+    big = use_cases.recommend(Request("act-0000", "", (pool,), features={
         "batch_size": 64.0, "input_mb": 150.0})).recommendation.decision
     assert small.source == "model" and small.model_version == trained
     assert small.predicted_peak_mib < big.predicted_peak_mib
-    plain = engine.recommend(Request("act-0000", "", (pool,))).recommendation.decision
+    plain = use_cases.recommend(Request("act-0000", "", (pool,))).recommendation.decision
     assert plain.source == "history" and plain.model_version == ""
 
 

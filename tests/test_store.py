@@ -79,7 +79,7 @@ def test_concurrent_duplicates_insert_once(store: SqlStore) -> None:
     assert sorted(results) == [False] * 7 + [True]
 
 
-def engine_at(store: SqlStore, when: datetime) -> UseCases:
+def use_cases_at(store: SqlStore, when: datetime) -> UseCases:
     return UseCases(store, clock=lambda: when)
 
 
@@ -91,9 +91,9 @@ def req(catalog: Catalog, action: str = "act") -> Request:
 
 def test_samples_include_ooms_known_only_from_next_after_oom(store: SqlStore,
                                                              catalog: Catalog) -> None:
-    eng = engine_at(store, T0)
-    first = eng.recommend(req(catalog)).recommendation
-    eng.next_after_oom(first.id, 9000)
+    use_cases = use_cases_at(store, T0)
+    first = use_cases.recommend(req(catalog)).recommendation
+    use_cases.next_after_oom(first.id, 9000)
     samples = store.action_samples("act", 100)
     assert [(s.outcome, s.slice_mib, s.peak_mib) for s in samples] == [
         (Outcome.OOM, 9856, 9000)]
@@ -104,11 +104,11 @@ def test_samples_include_ooms_known_only_from_next_after_oom(store: SqlStore,
 
 def test_history_pages_are_stable_under_inserts(store: SqlStore, catalog: Catalog) -> None:
     for i in range(7):
-        engine_at(store, T0 + timedelta(seconds=i)).recommend(req(catalog))
+        use_cases_at(store, T0 + timedelta(seconds=i)).recommend(req(catalog))
     page1, token = store.list_history(HistoryFilter(), 3)
     # New rows arrive between pages: they are newer, so they don't shift later pages.
     for i in range(5):
-        engine_at(store, T0 + timedelta(hours=1, seconds=i)).recommend(req(catalog))
+        use_cases_at(store, T0 + timedelta(hours=1, seconds=i)).recommend(req(catalog))
     page2, token2 = store.list_history(HistoryFilter(), 3, token)
     page3, token3 = store.list_history(HistoryFilter(), 3, token2)
     seen = [e.recommendation.created_at for e in page1 + page2 + page3]
@@ -117,12 +117,12 @@ def test_history_pages_are_stable_under_inserts(store: SqlStore, catalog: Catalo
 
 
 def test_history_filters(store: SqlStore, catalog: Catalog) -> None:
-    eng = engine_at(store, T0)
-    a = eng.recommend(req(catalog, "a")).recommendation
-    b = eng.recommend(req(catalog, "b")).recommendation
-    eng.recommend(req(catalog, "c"))
+    use_cases = use_cases_at(store, T0)
+    a = use_cases.recommend(req(catalog, "a")).recommendation
+    b = use_cases.recommend(req(catalog, "b")).recommendation
+    use_cases.recommend(req(catalog, "c"))
     store.record_execution(execution("ea", "a", rec=a.id), T0)
-    eng.next_after_oom(b.id, 0)
+    use_cases.next_after_oom(b.id, 0)
     fitted, _ = store.list_history(HistoryFilter(outcome="fitted"), 10)
     assert [e.recommendation.action_id for e in fitted] == ["a"]
     assert fitted[0].outcome is Outcome.SUCCEEDED and fitted[0].peak_memory_mib == 3000
@@ -144,16 +144,16 @@ def test_bad_page_token() -> None:
 def test_database_outage_degrades_recommend_and_refuses_record(catalog: Catalog) -> None:
     """Nothing listens on port 1: every query fails fast, nothing hangs."""
     down = SqlStore(connect("postgresql+psycopg://postgres@127.0.0.1:1/none"))
-    eng = UseCases(down)
-    answer = eng.recommend(req(catalog))
+    use_cases = UseCases(down)
+    answer = use_cases.recommend(req(catalog))
     assert not answer.stored
     d = answer.recommendation.decision
     assert d.source == "fallback" and "database unavailable" in d.reason
     assert d.rung.profile.name == "1g.10gb"  # the declared prior still applies
     with pytest.raises(StoreUnavailable):
-        eng.record_execution(execution("e"))
+        use_cases.record_execution(execution("e"))
     with pytest.raises(StoreUnavailable):
-        eng.next_after_oom("whatever", 0)
+        use_cases.next_after_oom("whatever", 0)
 
 
 def test_migration_0006_keeps_the_oldest_rung_of_each_parent(database_url: str,
@@ -164,9 +164,9 @@ def test_migration_0006_keeps_the_oldest_rung_of_each_parent(database_url: str,
     engine = connect(database_url)
     migrate(engine, "0005")
     store = SqlStore(engine)
-    eng = engine_at(store, T0)
-    parent = eng.recommend(req(catalog)).recommendation
-    rung = eng.next_after_oom(parent.id, 0).recommendation
+    use_cases = use_cases_at(store, T0)
+    parent = use_cases.recommend(req(catalog)).recommendation
+    rung = use_cases.next_after_oom(parent.id, 0).recommendation
     with engine.begin() as conn:  # a second rung, as concurrent retries used to store
         conn.execute(text(
             "INSERT INTO recommendations SELECT 'dup-rung', created_at, action_id, execution_id,"

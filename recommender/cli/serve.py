@@ -45,8 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ.get("RECOMMENDER_PORT", config.DEFAULT_PORT))
     stop = shutdown_on_signals()
     store = SqlStore(engine)
-    models = ModelHolder(store)
-    models.start()  # picks up newly promoted model versions without a restart
+    learned = ModelHolder(store)
+    learned.start()  # picks up newly promoted model versions without a restart
     cache = ActionCache()
     listener = None
     if engine.dialect.name == "postgresql":
@@ -62,26 +62,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     elif args.tls_client_ca:
         raise TlsConfigError("--tls-client-ca needs --tls-cert and --tls-key")
     if args.metrics_port >= 0:
-        _collect_metrics(models, cache)
+        _collect_metrics(learned, cache)
         serve_metrics(args.metrics_host, args.metrics_port)
     freeze_startup_heap()
-    running = start(UseCases(store, catalog=catalog, learned=models.current, cache=cache),
+    running = start(UseCases(store, catalog=catalog, learned=learned.current, cache=cache),
                     catalog, host=args.host, port=port, admin_token=admin_token, tls=tls,
                     max_workers=args.rpc_threads or config.RPC_THREADS)
     print(f"recommender listening on {args.host}:{running.port}", flush=True)
     serve_until_signalled(running, stop)
-    models.stop()
+    learned.stop()
     if listener is not None:
         listener.stop()
     store.close()
     return 0
 
 
-def _collect_metrics(models: ModelHolder, cache: ActionCache) -> None:
+def _collect_metrics(learned: ModelHolder, cache: ActionCache) -> None:
     from recommender.rpc.metrics import METRICS
 
     def gauges() -> Iterator[tuple[str, str, str, tuple[tuple[str, str], ...], float]]:
-        current = models.current()
+        current = learned.current()
         yield ("recommender_model_version_info", "gauge",
                "The learned model version serving (1), none when version=\"\".",
                (("version", current.version if current else ""),), 1.0)

@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from recommender.core import config
 from recommender.core.catalog import Catalog
 from recommender.core.domain import (
     Execution,
@@ -185,7 +184,7 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
         store = SqlStore(engine_db)
         now = [trace[0].at if trace else datetime.now()]
         holder = ModelHolder(store)
-        engine = UseCases(store, catalog=catalog, learned=holder.current,
+        use_cases = UseCases(store, catalog=catalog, learned=holder.current,
                             clock=lambda: now[0])
         for i, e in enumerate(trace):
             now[0] = e.at
@@ -198,20 +197,20 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                 declared_memory_mib=int(e.declared_mib),
                 features=dict(e.features) if use_features else {},
             )
-            answer = engine.recommend(request)
+            answer = use_cases.recommend(request)
             rec = answer.recommendation
             attempts = [float(rec.decision.rung.profile.memory_mib)]
             served = True
             while attempts[-1] < e.peak_mib:
                 try:
-                    rec = engine.next_after_oom(rec.id, 0.0).recommendation
+                    rec = use_cases.next_after_oom(rec.id, 0.0).recommendation
                 except LadderExhausted:
                     served = False
                     break
                 attempts.append(float(rec.decision.rung.profile.memory_mib))
             m.add(attempts, e.peak_mib, e.duration_h, served)
             rung = rec.decision.rung
-            engine.record_execution(Execution(
+            use_cases.record_execution(Execution(
                 execution_id=f"x{i}", action_id=e.action_id, recommendation_id=rec.id,
                 gpu_model=rung.gpu_model, profile=rung.profile.name,
                 slice_memory_mib=rung.profile.memory_mib, count=1,
@@ -248,5 +247,5 @@ def table(results: Sequence[Metrics], oracle_gbh: float) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BASELINES", "Metrics", "Slices", "config", "mixed_pools", "oracle", "replay_rule",
+__all__ = ["BASELINES", "Metrics", "Slices", "mixed_pools", "oracle", "replay_rule",
            "replay_service", "table"]

@@ -21,7 +21,7 @@ from recommender.core.dataset import OOM, SUCCEEDED, Dataset
 from recommender.core.domain import Outcome, Sample
 from recommender.core.estimation import Evidence, default_estimator
 from recommender.learning.fit import action_levels
-from recommender.learning.model import MemoryModel
+from recommender.learning.memory_model import MemoryModel
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from sklearn.linear_model import QuantileRegressor
 from recommender.core import config
 from recommender.core.dataset import SUCCEEDED, Dataset
 from recommender.core.estimation import typical_peak_mib
-from recommender.learning.model import KIND
+from recommender.learning.memory_model import KIND
 from recommender.learning.trees import export_hgb, export_linear, load_estimator
 
 Params = dict[str, Any]

@@ -26,7 +26,7 @@ from recommender.core.dataset import SUCCEEDED, Dataset
 from recommender.core.domain import ModelVersion
 from recommender.learning.evaluate import model_predictions, rule_predictions, score
 from recommender.learning.fit import fit_memory_model
-from recommender.learning.model import KIND, MemoryModel
+from recommender.learning.memory_model import KIND, MemoryModel
 
 log = logging.getLogger(__name__)
 

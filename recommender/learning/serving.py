@@ -13,7 +13,7 @@ from typing import Protocol
 
 from recommender.core import config
 from recommender.core.domain import ModelVersion, StoreUnavailable
-from recommender.learning.model import KIND, MemoryModel
+from recommender.learning.memory_model import KIND, MemoryModel
 
 log = logging.getLogger(__name__)
 
