@@ -111,11 +111,18 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
         )
     strategy = STRATEGIES[p.strategy]
     profiles: tuple[MigProfile, ...] = ()
+    spellings: dict[str, str] = {}
     if strategy is not Strategy.NONE:
         profiles = tuple(
             resolve_profile(model, name, f"{field}.profiles[{i}]")
             for i, name in enumerate(p.profiles)
         )
+        for i, (name, pr) in enumerate(zip(p.profiles, profiles, strict=True)):
+            spelt = name.strip()
+            if spellings.setdefault(pr.name, spelt) != spelt:
+                raise InvalidArgument(
+                    f"{field}.profiles[{i}]: {spelt!r} and {spellings[pr.name]!r} are two "
+                    f"spellings of {pr.name} on {model.id}; a pool's nodes use one")
         if problem := pool_profiles_problem(strategy, profiles):
             raise InvalidArgument(f"{field}.profiles: {problem}")
     if len(p.nodes) > config.MAX_NODES_PER_POOL:
@@ -147,7 +154,8 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
                                  occupied_profiles=names))
         nodes.append(Node(node_id=node_id, gpus=tuple(gpus)))
     return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
-                nodes=tuple(nodes))
+                nodes=tuple(nodes),
+                spellings=tuple((k, v) for k, v in spellings.items() if k != v))
 
 
 def request_from_pb(catalog: Catalog, m: pb.RecommendRequest) -> Request:
@@ -346,6 +354,7 @@ def gpu_model_to_pb(m: GpuModel) -> pb.GpuModel:
         placement_units=m.placement_units or 0,
         placements_known=m.placements_known,
         overridden=m.overridden,
+        sources=list(m.sources),
         profiles=[
             pb.ProfileInfo(
                 profile=profile_to_pb(p),
@@ -354,6 +363,7 @@ def gpu_model_to_pb(m: GpuModel) -> pb.GpuModel:
                 placement_size=p.placement.size if p.placement else 0,
                 variant_of=p.variant_of or "",
                 memory_estimated=p.memory_estimated,
+                aliases=list(p.aliases),
             )
             for p in m.profiles
         ],
