@@ -31,9 +31,11 @@ from recommender.convert import (
     recommendation_to_pb,
     request_from_pb,
 )
+from recommender.core.demand import RunSource
 from recommender.domain import ModelVersion
 from recommender.engine import RecommenderEngine, UnknownRecommendation
 from recommender.policy import LadderExhausted, NoFit
+from recommender.rpc.layout import advise, layout_advice_to_pb, layout_query_from_pb
 from recommender.store.database import StoreUnavailable
 
 access_log = logging.getLogger("recommender.access")
@@ -211,6 +213,17 @@ class AdminServicer(pb_grpc.AdminServicer):
                 model_versions=[model_version_to_pb(v) for v in versions])
 
         return handle("ListModelVersions", context, {}, run)
+
+    def AdviseLayout(self, request: pb.AdviseLayoutRequest, context: grpc.ServicerContext
+                     ) -> pb.LayoutAdvice:
+        def run() -> pb.LayoutAdvice:
+            query = layout_query_from_pb(self.catalog, request, datetime.now(UTC))
+            store = self.engine.store
+            if not isinstance(store, RunSource):
+                raise StoreUnavailable("this server's store cannot read recorded executions")
+            return layout_advice_to_pb(advise(store, query))
+
+        return handle("AdviseLayout", context, {"gpu_model": request.gpu_model[:64]}, run)
 
 
 @runtime_checkable

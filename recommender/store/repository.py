@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from recommender.catalog import MigProfile
+from recommender.core.demand import Run, run_of
 from recommender.domain import (
     Decision,
     Execution,
@@ -349,6 +350,31 @@ class SqlStore:
                 if r[0] is not None
             ]
             return samples
+
+        return self._run(q)
+
+    # --- layout advice ---------------------------------------------------------------
+
+    def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
+                       pool_id: str = "") -> list[Run]:
+        """Executions on `gpu_model` (canonical id) that overlap [since, until), as demand.
+
+        An execution's pool is its recommendation's: with `pool_id`, executions recorded
+        without a recommendation id (or with one this store does not hold) are left out, their
+        pool being unknown. Runs are not clipped here; `core.demand.demand_of` clips them.
+        """
+        x, r = ExecutionRow, RecommendationRow
+
+        def q(s: Session) -> list[Run]:
+            stmt = select(x.profile, x.count, x.ended_at, x.started_at, x.duration_s).where(
+                x.gpu_model == gpu_model, x.ended_at > since,
+                or_(x.started_at.is_(None), x.started_at < until))
+            if pool_id:
+                stmt = stmt.join(r, r.id == x.recommendation_id).where(r.pool_id == pool_id)
+            runs = (run_of(row[0], int(row[1]), _utc(row[2]),
+                           _utc(row[3]) if row[3] is not None else None, float(row[4]))
+                    for row in s.execute(stmt))
+            return [run for run in runs if run.start < until]
 
         return self._run(q)
 

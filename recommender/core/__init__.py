@@ -1,0 +1,1 @@
+"""The domain: knows nothing of gRPC, protobuf, SQL or scikit-learn."""

@@ -1,0 +1,1 @@
+"""gRPC adapters: servicers, conversion, server, auth."""
