@@ -494,6 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--catalog-override", default=None)
     ev.add_argument("--verbose", action="store_true", help="print each retraining result")
     ev.set_defaults(fn=cmd_evaluate)
+
+    from recommender import layout_cli
+
+    layout_cli.add_parser(sub)
     return parser
 
 

@@ -4,7 +4,10 @@ over a real server."""
 from __future__ import annotations
 
 import random
+import re
+import signal
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import grpc
 import pytest
@@ -13,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.catalog import Catalog, GpuModel
+from recommender.cli import main as cli_main
 from recommender.core.demand import Run, demand_of, over_time, run_of
 from recommender.core.layout import (
     advise,
@@ -27,6 +32,8 @@ from recommender.core.layout import (
 from recommender.placement import GpuState, place
 from tests.conftest import Live
 from tests.helpers import pool, record, request, ts
+from tests.test_cli import run as run_cli
+from tests.test_cli import start_server
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -387,3 +394,60 @@ def test_advise_layout_bad_input_is_invalid_argument_naming_the_field(
         live.admin.AdviseLayout(req)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.value.details() or "").startswith(field), err.value.details()
+
+
+# --- recommender layout ----------------------------------------------------------------------
+
+
+def test_layout_command_reads_what_a_real_server_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    proc, port = start_server(tmp_path)
+    now = datetime.now(UTC)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            server = Live(None, ch, pb_grpc.RecommenderStub(ch),  # type: ignore[arg-type]
+                          pb_grpc.AdminStub(ch), None, "")  # type: ignore[arg-type]
+            _busy_days(server, now)
+            rpc = server.admin.AdviseLayout(pb.AdviseLayoutRequest(gpu_model="A100-40GB",
+                                                                   gpus=2))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    out = run_cli("layout", "--gpu-model", "A100-40GB", "--gpus", "2", "--out", "mp.yaml",
+                  cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "Layout for 2 A100-40GB, learned from 9 executions" in text
+    assert "5 x 1g.5gb + 1 x 2g.10gb" in text and "2 x 3g.20gb" in text
+    assert re.search(r"^advised\s+100\.0%", text, flags=re.M)
+    balanced = next(s.served_fraction for s in rpc.alternatives if s.name == "all-balanced")
+    assert re.search(rf"^all-balanced\s+{balanced:.1%}".replace(".", r"\."), text, flags=re.M)
+    assert re.search(r"^1g\.5gb\s+5\s+150\.0\s+5\s+100\.0%", text, flags=re.M)
+    written = yaml.safe_load((tmp_path / "mp.yaml").read_text())
+    assert written == yaml.safe_load(rpc.mig_parted_config)  # the same advice as the RPC
+    assert "nvidia-mig-parted apply -f mp.yaml -c intelliscale-advised" in text
+
+    # A window with nothing in it, printed to stdout.
+    assert cli_main(["layout", "--gpu-model", "A100-40GB", "--gpus", "1", "--since", "90d",
+                     "--until", "60d", "--out", "-", "--database-url",
+                     f"sqlite:///{tmp_path / 'recommender.db'}"]) == 0
+    quiet = capsys.readouterr().out
+    assert "no executions" in quiet and "version: v1" in quiet
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--gpu-model", "A999", "--gpus", "1"], "--gpu-model: unknown GPU model"),
+    (["--gpu-model", "RTX-PRO-4500-32GB", "--gpus", "1"], "no known placement table"),
+    (["--gpu-model", "A100-40GB", "--gpus", "0"], "--gpus: must be between 1 and"),
+    (["--gpu-model", "A100-40GB", "--gpus", "1", "--since", "1d", "--until", "2d"],
+     "--since: must be before --until"),
+])
+def test_layout_command_refuses_bad_input_with_exit_2(
+        tmp_path: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    out = tmp_path / "mig-parted.yaml"
+    code = cli_main(["layout", *args, "--database-url", f"sqlite:///{tmp_path / 'x.db'}",
+                     "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert not out.exists()
