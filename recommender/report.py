@@ -790,7 +790,8 @@ def collect(store: SqlStore, action_id: str = "", limit: int = REPORT_LIMIT
 
 
 def render_report(store: SqlStore, *, action_id: str | None = None, now: datetime | None = None,
-                  limit: int = REPORT_LIMIT, top_actions: int = TOP_ACTIONS) -> str:
+                  limit: int = REPORT_LIMIT, top_actions: int = TOP_ACTIONS,
+                  layout_gpus: int | None = None, layout_current: str = "all-balanced") -> str:
     """One self-contained HTML page: overall, then per action (the `top_actions` busiest)."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     items, total = collect(store, action_id or "", limit)
@@ -824,7 +825,8 @@ def render_report(store: SqlStore, *, action_id: str | None = None, now: datetim
                      "older ones are left out.</div>")
     parts.append(summary_cards(s, serving))
     toc = ['<nav class="toc"><a href="#overview">Overview</a><a href="#pools">Pools and GPU '
-           'models</a><a href="#versions">Model versions</a>']
+           'models</a><a href="#versions">Model versions</a>'
+           + ("" if action_id else '<a href="#layout">MIG layout</a>')]
     if shown_actions:
         toc.append("<br><span class=muted>Actions:</span> ")
         toc += [f'<a href="#action-{n}">{esc(_short(a, 40))} '
@@ -864,6 +866,10 @@ def render_report(store: SqlStore, *, action_id: str | None = None, now: datetim
         parts.append('<div class="panel"><p class="muted">No learned model versions yet: '
                      "recommendations come from declared memory and each action's history."
                      "</p></div>")
+    if not action_id:  # the layout is the cluster's, not an action's
+        from recommender.report_layout import layout_section
+
+        parts += layout_section(store, now=now, gpus=layout_gpus, current=layout_current)
     if shown_actions:
         more = len(ranked) - len(shown_actions)
         parts.append(f'<h2 id="actions">Per action: the {len(shown_actions)} with the most '

@@ -24,16 +24,19 @@ from recommender.core.layout import (
     advise,
     capacity_of,
     card_geometries,
+    fewest_gpus_serving_all,
     geometry_of,
     mig_parted_config,
     score,
     stock_layouts,
 )
 from recommender.placement import GpuState, place
+from recommender.report import render_report
 from tests.conftest import Live
 from tests.helpers import pool, record, request, ts
 from tests.test_cli import run as run_cli
 from tests.test_cli import start_server
+from tests.test_report import check_page
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -451,3 +454,42 @@ def test_layout_command_refuses_bad_input_with_exit_2(
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
     assert not out.exists()
+
+
+# --- the report's section --------------------------------------------------------------------
+
+
+def test_report_shows_the_demand_against_the_current_and_advised_layouts(live: Live) -> None:
+    now = datetime.now(UTC)
+    _busy_days(live, now)
+    page = render_report(live.store, now=now)
+    check_page(page)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    assert 'href="#layout"' in page and 'id="layout"' in page
+    assert "A100-40GB: demand against the layouts" in text
+    assert "H100-80GB: demand against the layouts" in text  # the other model's one execution
+    # Two cards is the fewest that serve it all; all-balanced on two cards does not.
+    assert "2 A100-40GB GPUs, 9 executions" in text
+    assert "serves 100.0% of 192.0 demanded instance-hours; all-balanced serves 84.4%" in text
+    assert re.search(r"1g\.5gb 5 150\.0 4 80\.0% 5 100\.0%", text), text
+    svg = next(s for s in re.findall(r"<svg\b.*?</svg>", page, flags=re.S)
+               if "held by the advised layout" in s)
+    assert svg.count("<polyline") == 2 and svg.count("<polygon") == 1
+    # An action's report has no layout section: the layout is the cluster's.
+    assert 'id="layout"' not in render_report(live.store, now=now, action_id="layout-act")
+    # With another current layout and a chosen size.
+    other = render_report(live.store, now=now, layout_gpus=3, layout_current="all-1g.5gb")
+    other_text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", other))
+    assert "3 A100-40GB GPUs" in other_text and "all-1g.5gb serves" in other_text
+
+
+def test_fewest_gpus_serving_all(catalog: Catalog) -> None:
+    a100 = catalog.resolve("A100-40GB")
+    assert a100 is not None
+    runs = [Run("1g.5gb", 5, T0, T0 + H), Run("2g.10gb", 1, T0, T0 + H),
+            Run("3g.20gb", 2, T0 + 2 * H, T0 + 3 * H)]
+    d = demand_of(runs, T0, T0 + 4 * H)
+    assert fewest_gpus_serving_all(a100, d) == 2
+    assert advise(a100, d, 1).score.served_fraction < 1.0
+    many = demand_of([Run("7g.40gb", 9, T0, T0 + H)], T0, T0 + H)
+    assert fewest_gpus_serving_all(a100, many) == 9

@@ -509,3 +509,38 @@ def advise_recorded(source: RunSource, model: GpuModel, gpus: int, since: dateti
     runs = source.runs_in_window(model.id, since, until, pool_id)
     demand = demand_of(runs, since, until)
     return RecordedAdvice(advise(model, demand, gpus), demand, len(runs), pool_id)
+
+
+def fewest_gpus_serving_all(model: GpuModel, demand: Demand,
+                            limit: int = config.LAYOUT_MAX_GPUS) -> int:
+    """The fewest cards on which some layout serves all of `demand` (at most `limit`).
+
+    Between the cards the peak needs if it packed perfectly and enough cards to give every
+    profile its own (its peak over the most instances of it one card holds, summed), a binary
+    search: what the best layout serves never falls as cards are added.
+    """
+    _placeable(model)
+    if demand.empty:
+        return 1
+    units = model.placement_units or 1
+    per_card: dict[str, int] = {}
+    size: dict[str, int] = {}
+    for g in card_geometries(model, tuple(p for p in demand.profiles
+                                          if (q := model.profile(p)) and not q.is_base)):
+        for p, n in g.counts:
+            per_card[p] = max(per_card.get(p, 0), n)
+    for p in demand.profiles:
+        prof = model.profile(p)
+        size[p] = 0 if prof is None else units if prof.placement is None else prof.placement.size
+    peak_units = max(sum(n * size[p] for p, n in zip(demand.profiles, level, strict=True))
+                     for _, _, level in demand.segments())
+    lo = max(1, -(-peak_units // units))
+    hi = sum(-(-demand.peak(p) // per_card[p]) for p in demand.profiles if per_card.get(p))
+    hi = max(lo, min(hi, limit))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if advise(model, demand, mid).score.served_fraction >= 1 - 1e-9:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
