@@ -352,9 +352,9 @@ def _exact(options: np.ndarray, peaks: np.ndarray, gpus: int, tables: _Tables, l
         picks.append(int(option[at]))
         at = int(parent[at])
     # GPUs after the demand was fully served take the best single geometry.
-    while len(picks) < gpus:
+    if len(picks) < gpus:
         single_s, single_m = _values(np.minimum(options, peaks), tables)
-        picks.append(_best(single_s, single_m))
+        picks += [_best(single_s, single_m)] * (gpus - len(picks))
     return picks
 
 
