@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from recommender.cli import catalog
+from recommender.cli import catalog, layout
 from recommender.cli.evaluate import cmd_evaluate
 from recommender.cli.history import cmd_history
 from recommender.cli.jobs import cmd_migrate, cmd_retrain
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(fn=cmd_evaluate)
 
     catalog.add_parser(sub)
+    layout.add_parser(sub)
     return parser
 
 
