@@ -53,6 +53,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recommender.engine import RecommenderEngine
     from recommender.learning.serving import ModelHolder
     from recommender.metrics import serve_metrics
+    from recommender.rpc import tracing
     from recommender.server import (
         Tls,
         TlsConfigError,
@@ -66,6 +67,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
     admin_token = resolve_admin_token(args.admin_token, args.admin_token_file)
+    try:
+        tracing.configure()  # on when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set
+    except tracing.TracingConfigError as e:
+        print(f"tracing: {e}", file=sys.stderr)
+        return 2
     url = _database_url(args)
     engine = connect(url)
     migrate(engine)
@@ -100,6 +106,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     max_workers=args.rpc_threads or config.RPC_THREADS)
     print(f"recommender listening on {args.host}:{running.port}", flush=True)
     serve_until_signalled(running, stop)
+    tracing.shutdown()  # exports the spans still queued
     models.stop()
     if listener is not None:
         listener.stop()

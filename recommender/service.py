@@ -34,6 +34,7 @@ from recommender.convert import (
 from recommender.domain import ModelVersion
 from recommender.engine import RecommenderEngine, UnknownRecommendation
 from recommender.policy import LadderExhausted, NoFit
+from recommender.rpc import tracing
 from recommender.store.database import StoreUnavailable
 
 access_log = logging.getLogger("recommender.access")
@@ -52,10 +53,12 @@ ERRORS: list[tuple[type[Exception], grpc.StatusCode]] = [
 
 def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
            fn: Callable[[], R]) -> R:
-    """Runs one call: maps domain errors to status codes and writes the access line."""
+    """Runs one call: maps domain errors to status codes and writes the access line (and the
+    call's span, when tracing is on)."""
     start = time.perf_counter()
     code = grpc.StatusCode.OK
     message = ""
+    span = tracing.start_call(method, context)
     try:
         return fn()
     except Exception as e:
@@ -78,6 +81,9 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         }
         if message:
             line["error"] = message
+        if span is not None:
+            line["trace_id"] = span.trace_id
+            span.end(code.name, message, ids)
         access_log.info(json.dumps(line))
         metrics.record_call(method, code.name, seconds)
 

@@ -1,0 +1,1 @@
+"""The gRPC layer: servicers, conversions, server, auth, metrics, tracing."""
