@@ -22,7 +22,7 @@ from recommender.core.catalog import Catalog
 from recommender.core.domain import StoreUnavailable
 from recommender.core.policy import LadderExhausted, NoFit
 from recommender.core.usecases import UnknownRecommendation, UseCases
-from recommender.rpc import metrics
+from recommender.rpc import metrics, tracing
 from recommender.rpc.convert import (
     InvalidArgument,
     execution_from_pb,
@@ -52,10 +52,12 @@ ERRORS: list[tuple[type[Exception], grpc.StatusCode]] = [
 
 def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
            fn: Callable[[], R]) -> R:
-    """Runs one call: maps domain errors to status codes and writes the access line."""
+    """Runs one call: maps domain errors to status codes and writes the access line (and the
+    call's span, when tracing is on)."""
     start = time.perf_counter()
     code = grpc.StatusCode.OK
     message = ""
+    span = tracing.start_call(method, context)
     try:
         return fn()
     except Exception as e:
@@ -78,6 +80,9 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         }
         if message:
             line["error"] = message
+        if span is not None:
+            line["trace_id"] = span.trace_id
+            span.end(code.name, message, ids)
         access_log.info(json.dumps(line))
         metrics.record_call(method, code.name, seconds)
 
