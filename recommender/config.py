@@ -100,11 +100,49 @@ exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should cos
 the target: towards smaller slices assume near-linear loss (0.9), towards larger ones a modest
 gain (0.5), so an untried size is never predicted much faster than it is likely to be."""
 
-THROUGHPUT_MAX_EXPONENT = 1.1
-"""More compute slices never speed a worker up much beyond linearly; a steeper fit is noise."""
-
 THROUGHPUT_HISTORY = 200
 """Most recent successful executions with a throughput used to fit an action's curve."""
+
+THROUGHPUT_MATCH_DISTANCE = 0.10
+"""Two actions have the same curve shape when, scaled to agree at one size, their log throughput
+at the other sizes both ran differs by at most this (RMS): 10 %, about the run-to-run noise of
+a throughput measurement and a quarter of the gap between a flat and a linear curve over one
+step of sizes (a 2x step in slices is log 2 = 0.69 for a linear curve, 0 for a flat one)."""
+
+THROUGHPUT_NEIGHBOURS = 5
+"""A size an action never ran is predicted by at most this many of the most similar actions,
+and the most cautious of them is taken: enough that one odd neighbour is outvoted by caution,
+few enough that they stay similar."""
+
+THROUGHPUT_MIN_NEIGHBOURS = 2
+"""Fewest matching actions before their shape is borrowed: one neighbour may be a coincidence;
+below this the curve interpolates its own measurements or extrapolates cautiously."""
+
+THROUGHPUT_MIN_POPULATION = 5
+"""Fewest actions (of the same GPU model, measured at both sizes) before the population's ratio
+between two sizes replaces the default exponents when extrapolating from one measured size."""
+
+THROUGHPUT_POPULATION_QUANTILE = 0.10
+"""Extrapolating from one measured size, with no shape to match, the step to another size is
+the population's 10th percentile: a guess that is too low costs a worker, one that is too high
+misses the target, so it is biased low; one action in ten may still be slower."""
+
+THROUGHPUT_DELTA_PRIOR = 3.0
+"""Executions with several workers are shrunk towards perfect scaling (MIG instances share no
+compute) as if this many had shown it: the exponent moves fully only with evidence."""
+
+THROUGHPUT_MAX_DELTA = 0.5
+"""Scaling no worse than n^0.5 is believed: beyond it a run with more workers was throttled by
+something else (a shared input pipeline, a slow node), not by the count itself."""
+
+THROUGHPUT_POPULATION_TTL_S = 300.0
+"""How long the use case keeps the population of throughput curves before reading it again. It
+changes only as executions with new sizes accumulate; one aggregate query per replica per five
+minutes is negligible, and a new size shows up across actions within that time."""
+
+THROUGHPUT_POPULATION_DAYS = 90
+"""Executions older than this do not shape the population (drivers, frameworks and models
+change); an action's own history is bounded by HISTORY_WINDOW instead."""
 
 MAX_NODES_SCORED = 64
 """Nodes whose placements are compared for fragmentation; beyond that the first fit is taken."""

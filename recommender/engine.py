@@ -16,6 +16,7 @@ from typing import Protocol
 
 from recommender import config
 from recommender.catalog import Catalog, load_catalog
+from recommender.core.throughput_population import PopulationCache
 from recommender.domain import (
     Decision,
     Execution,
@@ -24,6 +25,7 @@ from recommender.domain import (
     Request,
     Sample,
     StoredRecommendation,
+    ThroughputRow,
 )
 from recommender.estimation import (
     FALLBACK,
@@ -54,6 +56,7 @@ class Store(Protocol):
     def action_samples(self, action_id: str, limit: int) -> list[Sample]: ...
     def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
                      ) -> tuple[list[HistoryEntry], str]: ...
+    def throughput_summary(self, since: datetime) -> list[ThroughputRow]: ...
 
 
 class UnknownRecommendation(LookupError):
@@ -86,6 +89,7 @@ class RecommenderEngine:
         self.estimator = estimator or default_estimator(models.current if models else None)
         self.clock = clock
         self.catalog = catalog or load_catalog()
+        self.population = PopulationCache(self.catalog, self._throughput_rows, clock)
 
     def _samples(self, action_id: str) -> list[Sample]:
         if self.cache is None:
@@ -98,12 +102,22 @@ class RecommenderEngine:
         self.cache.put(action_id, samples, read_at, generation)
         return samples
 
+    def _throughput_rows(self, since: datetime) -> list[ThroughputRow] | None:
+        try:
+            return self.store.throughput_summary(since)
+        except StoreUnavailable as e:
+            log.warning("throughput population not read: %s", e)
+            return None
+
     def _changed(self, action_id: str) -> None:
         if self.cache is not None:
             self.cache.invalidate(action_id)
 
-    def throughput_curve(self, samples: list[Sample]) -> ThroughputCurve | None:
-        """The action's throughput-by-profile curve from its successful executions."""
+    def throughput_curve(self, samples: list[Sample], action_id: str = ""
+                         ) -> ThroughputCurve | None:
+        """The action's throughput-by-profile curve from its successful executions, with the
+        shapes of other actions on the same GPU models (PopulationCache) for sizes it never
+        ran."""
         points = []
         for s in samples:
             if s.outcome is not Outcome.SUCCEEDED or s.throughput <= 0:
@@ -112,8 +126,12 @@ class RecommenderEngine:
             profile = model.profile(s.profile) if model else None
             if model is None or profile is None:
                 continue
-            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput))
-        return fit_curve(points[: config.THROUGHPUT_HISTORY])
+            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput,
+                                           max(s.count, 1)))
+        if not points:
+            return None
+        return fit_curve(points[: config.THROUGHPUT_HISTORY], self.population.get(),
+                         action_id, self.population.memory_slices)
 
     def recommend(self, request: Request) -> Answer:
         now = self.clock()
@@ -128,7 +146,8 @@ class RecommenderEngine:
                             action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
         sm = mean_sm_utilisation(samples, now)
-        curve = self.throughput_curve(samples) if request.target_throughput > 0 else None
+        curve = (self.throughput_curve(samples, request.action_id)
+                 if request.target_throughput > 0 else None)
         decision = recommend(
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
             curve=curve,

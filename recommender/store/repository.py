@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, and_, insert, or_, select, text, update
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -26,6 +26,7 @@ from recommender.domain import (
     Rung,
     Sample,
     StoredRecommendation,
+    ThroughputRow,
 )
 from recommender.store.batch import GroupCommit
 from recommender.store.database import StoreUnavailable
@@ -315,14 +316,15 @@ class SqlStore:
                 select(ExecutionRow.ended_at, ExecutionRow.peak_memory_mib,
                        ExecutionRow.slice_memory_mib, ExecutionRow.outcome,
                        ExecutionRow.sm_utilization, ExecutionRow.gpu_model,
-                       ExecutionRow.profile, ExecutionRow.throughput)
+                       ExecutionRow.profile, ExecutionRow.throughput, ExecutionRow.count)
                 .where(ExecutionRow.action_id == action_id)
                 .order_by(ExecutionRow.ended_at.desc())
                 .limit(limit)
             ).all()
             samples = [
                 Sample(at=_utc(r[0]), peak_mib=r[1], slice_mib=r[2], outcome=Outcome(r[3]),
-                       sm_utilization=r[4], gpu_model=r[5], profile=r[6], throughput=r[7])
+                       sm_utilization=r[4], gpu_model=r[5], profile=r[6], throughput=r[7],
+                       count=r[8])
                 for r in rows
             ]
             recorded = (
@@ -349,6 +351,26 @@ class SqlStore:
                 if r[0] is not None
             ]
             return samples
+
+        return self._run(q)
+
+    def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
+        """Mean per-worker throughput of successful executions ended since `since`, per
+        (action, GPU model, profile, count): what the population of throughput curves is
+        built from. One aggregate read; the use case caches it for minutes."""
+
+        def q(s: Session) -> list[ThroughputRow]:
+            rows = s.execute(
+                select(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
+                       ExecutionRow.count, func.avg(ExecutionRow.throughput),
+                       func.count())
+                .where(ExecutionRow.outcome == Outcome.SUCCEEDED.value,
+                       ExecutionRow.throughput > 0, ExecutionRow.ended_at >= since)
+                .group_by(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
+                          ExecutionRow.count)
+            ).all()
+            return [ThroughputRow(r[0], r[1], r[2], int(r[3]), float(r[4]), int(r[5]))
+                    for r in rows]
 
         return self._run(q)
 

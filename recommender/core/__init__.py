@@ -1,0 +1,1 @@
+"""The pure domain: no gRPC, protobuf, SQL or scikit-learn."""
