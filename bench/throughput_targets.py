@@ -134,6 +134,7 @@ def replay(actions: list[Action], db_url: str, first_week: str = "service"
     start = datetime(2026, 11, 1, tzinfo=UTC)
     clock = [start]
     engine = RecommenderEngine(SqlStore(engine_db), clock=lambda: clock[0], catalog=catalog)
+    engine.population.background = False  # read the population inline: a deterministic replay
     model = catalog.resolve("A100-80GB")
     assert model is not None
     memory = {c: p.memory_mib for c, name in PROFILES.items()

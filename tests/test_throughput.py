@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -206,7 +207,7 @@ def test_population_cache_refreshes_after_its_ttl_and_survives_an_outage(catalog
         reads.append(since)
         return rows
 
-    cache = PopulationCache(catalog, read, lambda: now[0], ttl_s=60)
+    cache = PopulationCache(catalog, read, lambda: now[0], ttl_s=60, background=False)
     assert cache.get().actions == 1 and len(reads) == 1
     assert reads[0] == now[0] - timedelta(days=config.THROUGHPUT_POPULATION_DAYS)
     now[0] += timedelta(seconds=59)
@@ -218,6 +219,22 @@ def test_population_cache_refreshes_after_its_ttl_and_survives_an_outage(catalog
     cache.get()
     assert len(reads) == 2  # and it is not asked again on every call
     assert memory_slices_by_size(catalog)["A100-80GB"] == {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
+
+
+def test_population_is_read_in_the_background_by_default(catalog: Catalog) -> None:
+    """Recommend never waits for the grouped read: until it completes, no borrowed shapes."""
+    gate = threading.Event()
+
+    def read(since: datetime) -> list[ThroughputRow]:
+        gate.wait(5)
+        return [ThroughputRow("b", "A100-80GB", "1g.10gb", 1, 10.0, 3)]
+
+    cache = PopulationCache(catalog, read, lambda: datetime(2026, 11, 1, tzinfo=UTC))
+    assert cache.get().actions == 0  # the read is still running
+    assert cache.get().actions == 0  # and only one runs
+    gate.set()
+    cache.wait()
+    assert cache.get().actions == 1
 
 
 def _ran(eid: str, action: str, profile: str, throughput: float, at: datetime,
@@ -232,6 +249,7 @@ def test_engine_borrows_a_size_from_other_actions_in_the_store(store: SqlStore,
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     clock = [t0]
     engine = RecommenderEngine(store, clock=lambda: clock[0], catalog=catalog)
+    engine.population.background = False
     pool = mk(catalog, "a80", "A100-80GB", profiles=PARVA)
     target = Request("a", "", (pool,), workers=1, max_workers=8, target_throughput=1800)
     serial = 0

@@ -61,17 +61,22 @@ def build(catalog: Catalog, rows: list[ThroughputRow]) -> Population:
 class PopulationCache:
     """The current population, refreshed when older than the TTL (by the use case's clock).
 
-    One caller refreshes at a time; the others keep using the previous population meanwhile.
-    A store that cannot be read leaves the previous one (or none) in place for a tenth of the
-    TTL before it is asked again.
+    The read is a full grouped scan of recent executions (about a second at 200,000 of them,
+    bench/throughput_population.py), so by default it runs in a background thread and
+    Recommend keeps using the previous population meanwhile; a replica that has none yet
+    answers without borrowed shapes (cautiously) until its first read completes.
+    `background=False` reads inline, for deterministic replays. A store that cannot be read
+    leaves the previous population (or none) in place for a tenth of the TTL.
     """
 
     def __init__(self, catalog: Catalog, read: Reader, clock: Callable[[], datetime],
-                 ttl_s: float = config.THROUGHPUT_POPULATION_TTL_S) -> None:
+                 ttl_s: float = config.THROUGHPUT_POPULATION_TTL_S, background: bool = True
+                 ) -> None:
         self.catalog = catalog
         self.read = read
         self.clock = clock
         self.ttl = timedelta(seconds=ttl_s)
+        self.background = background
         self.memory_slices = memory_slices_by_size(catalog)
         self._population: Population | None = None
         self._read_at: datetime | None = None
@@ -79,25 +84,39 @@ class PopulationCache:
 
     def get(self) -> Population:
         now = self.clock()
-        fresh = self._read_at is not None and now - self._read_at < self.ttl
-        if fresh and self._population is not None:
-            return self._population
-        if not self._lock.acquire(blocking=self._population is None):
-            return self._population or EMPTY  # someone else is refreshing
+        if self._read_at is None or now - self._read_at >= self.ttl:
+            if self.background:
+                if self._lock.acquire(blocking=False):
+                    threading.Thread(target=self._refresh, args=(now, True),
+                                     name="throughput-population", daemon=True).start()
+            else:
+                with self._lock:
+                    self._refresh(now, False)
+        return self._population or EMPTY
+
+    def _refresh(self, now: datetime, release: bool) -> None:
         try:
             rows = self.read(now - timedelta(days=config.THROUGHPUT_POPULATION_DAYS))
             if rows is not None:
-                self._population = build(self.catalog, rows)
-                self._read_at = now
-                log.debug("throughput population: %d actions", self._population.actions)
+                population = build(self.catalog, rows)
+                self._population, self._read_at = population, now
+                log.debug("throughput population: %d actions", population.actions)
             else:
                 # Unreadable: keep what we had, try again after a tenth of the TTL rather
                 # than on every Recommend.
                 self._read_at = now - self.ttl * 0.9
+        except Exception:  # a background thread must not die silently
+            log.exception("throughput population not refreshed")
+            self._read_at = now - self.ttl * 0.9
         finally:
-            self._lock.release()
-        return self._population or EMPTY
+            if release:
+                self._lock.release()
+
+    def wait(self) -> None:
+        """Until a background refresh in progress has finished (tests, benchmarks)."""
+        with self._lock:
+            pass
 
     def invalidate(self) -> None:
-        """Read again on the next call (tests, or after a bulk import)."""
+        """Read again on the next call."""
         self._read_at = None
