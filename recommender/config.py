@@ -94,20 +94,22 @@ MAX_MEMORY_MIB = 2**24
 
 THROUGHPUT_EXPONENT_DOWN = 0.9
 THROUGHPUT_EXPONENT_UP = 0.5
-"""Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when an action has
-been measured at one size only. Fitted over ParvaGPU's A100 table (89 model x batch pairs) the
-exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should cost slices, not
-the target: towards smaller slices assume near-linear loss (0.9), towards larger ones a modest
-gain (0.5), so an untried size is never predicted much faster than it is likely to be."""
+"""Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when a size lies
+outside the sizes an action was measured at and fewer than THROUGHPUT_MIN_POPULATION other
+actions show the step between the two sizes. Fitted over ParvaGPU's A100 table (89 model x
+batch pairs) the exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should
+cost slices, not the target: towards smaller slices assume near-linear loss (0.9), towards
+larger ones a modest gain (0.5), so an untried size is never predicted much faster than it is
+likely to be."""
 
 THROUGHPUT_HISTORY = 200
 """Most recent successful executions with a throughput used to fit an action's curve."""
 
 THROUGHPUT_MATCH_DISTANCE = 0.10
 """Two actions have the same curve shape when, scaled to agree at one size, their log throughput
-at the other sizes both ran differs by at most this (RMS): 10 %, about the run-to-run noise of
-a throughput measurement and a quarter of the gap between a flat and a linear curve over one
-step of sizes (a 2x step in slices is log 2 = 0.69 for a linear curve, 0 for a flat one)."""
+at the other sizes both ran differs by at most this (RMS): 10 %, a few times the run-to-run
+noise of a throughput measurement and a seventh of the gap between a flat and a linear curve
+over a doubling of slices (log 2 = 0.69 for a linear curve, 0 for a flat one)."""
 
 THROUGHPUT_NEIGHBOURS = 5
 """A size an action never ran is predicted by at most this many of the most similar actions,
@@ -132,13 +134,15 @@ THROUGHPUT_DELTA_PRIOR = 3.0
 compute) as if this many had shown it: the exponent moves fully only with evidence."""
 
 THROUGHPUT_MAX_DELTA = 0.5
-"""Scaling no worse than n^0.5 is believed: beyond it a run with more workers was throttled by
-something else (a shared input pipeline, a slow node), not by the count itself."""
+"""The learned exponent is capped here (total throughput grows at least as n^0.5): past it more
+workers barely add throughput, the count a target needs explodes (1 / (1 - delta) in the
+exponent), and a target that far out of reach is answered with the best reachable anyway."""
 
 THROUGHPUT_POPULATION_TTL_S = 300.0
-"""How long the use case keeps the population of throughput curves before reading it again. It
-changes only as executions with new sizes accumulate; one aggregate query per replica per five
-minutes is negligible, and a new size shows up across actions within that time."""
+"""How long the use case keeps the population of throughput curves before reading it again (in
+the background). It changes only as executions on new sizes accumulate, so a new size shows up
+across actions within five minutes; the read is one grouped scan of recent executions (about a
+second at 200,000 of them), so once per replica per five minutes, not per Recommend."""
 
 THROUGHPUT_POPULATION_DAYS = 90
 """Executions older than this do not shape the population (drivers, frameworks and models
