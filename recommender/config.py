@@ -144,6 +144,11 @@ the background). It changes only as executions on new sizes accumulate, so a new
 across actions within five minutes; the read is one grouped scan of recent executions (about a
 second at 200,000 of them), so once per replica per five minutes, not per Recommend."""
 
+THROUGHPUT_POPULATION_TIMEOUT_S = 60.0
+"""Statement timeout of that background read on PostgreSQL, instead of the runner's 2 s: a
+scan of a few million executions takes seconds; one that takes a minute is a database in
+trouble, and the previous population keeps serving."""
+
 THROUGHPUT_POPULATION_DAYS = 90
 """Executions older than this do not shape the population (drivers, frameworks and models
 change); an action's own history is bounded by HISTORY_WINDOW instead."""

@@ -258,10 +258,10 @@ class ThroughputCurve:
             # the memory slices: 3g.40gb has half the card's, 4g.40gb no more than 3g.40gb.
             weights = [math.log(c / a) / math.log(b / a)]
             mem = self.memory_slices.get(model, {})
-            if all(k in mem for k in (a, b, c)):
-                def size(k: int) -> float:
-                    return math.log(k * mem[k])
-                weights.append((size(c) - size(a)) / (size(b) - size(a)))
+            if all(mem.get(k, 0) > 0 for k in (a, b, c)):
+                lo, mid, hi = (math.log(k * mem[k]) for k in (a, c, b))
+                if lo < mid < hi:  # a catalog where it is not so has no such reading
+                    weights.append((mid - lo) / (hi - lo))
             return min(own[a] + w * (own[b] - own[a]) for w in weights), "interpolated"
         k = min(above) if above else max(below)
         step = self.population.ratio(model, k, c, self.action_id)

@@ -16,6 +16,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from recommender import config
 from recommender.catalog import MigProfile
 from recommender.domain import (
     Decision,
@@ -360,6 +361,10 @@ class SqlStore:
         built from. One aggregate read; the use case caches it for minutes."""
 
         def q(s: Session) -> list[ThroughputRow]:
+            if s.get_bind().dialect.name == "postgresql":
+                # A background read, not the runner's: the 2 s statement timeout is not for it.
+                timeout_ms = int(config.THROUGHPUT_POPULATION_TIMEOUT_S * 1000)
+                s.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
             rows = s.execute(
                 select(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
                        ExecutionRow.count, func.avg(ExecutionRow.throughput),
