@@ -115,6 +115,8 @@ class Sample:
     """The runner's execution: an OOM and the retry that fitted share it."""
     features: Mapping[str, float] = field(default_factory=dict)
     """The request's features, for the per-action model of peak on inputs."""
+    count: int = 1
+    """Workers the execution ran with: per-worker throughput may fall as the count grows."""
     at_s: float = field(init=False, repr=False, compare=False)
     """`at` as POSIX seconds, computed once: decays weigh every sample on every Recommend, and
     datetime arithmetic cost them more than the rest of the estimate."""
@@ -196,6 +198,19 @@ class Execution:
     ended_at: datetime
     started_at: datetime | None = None
     features: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ThroughputRow:
+    """Mean per-worker throughput of an action's successful executions with one (GPU model,
+    profile, count): a row of the population the throughput curves borrow shapes from."""
+
+    action_id: str
+    gpu_model: str
+    profile: str
+    count: int
+    throughput: float
+    executions: int
 
 
 @dataclass(frozen=True)

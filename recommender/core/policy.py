@@ -7,7 +7,6 @@ pod on one node), and priced by the memory it would waste.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -205,22 +204,25 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
         for profile in candidate_profiles(pool, more_compute_first=sm_hungry):
             if need is not None and profile.memory_mib < need:
                 continue
-            per_worker = curve.predict(pool.gpu_model.id, profile.compute_slices)
-            if per_worker is None or per_worker <= 0:
+            model, slices = pool.gpu_model.id, profile.compute_slices
+            needed = curve.count_for(model, slices, target)
+            if needed is None:
                 continue
-            count = max(low, math.ceil(target / per_worker - 1e-9))
+            count = max(low, needed)
             if count <= high:
                 option, _ = _option(index, pool, profile, count, memo)
                 if option is not None:
                     cost = (profile.compute_slices * count, profile.memory_mib * count, index)
-                    meeting.append((cost, _Choice(option, count, per_worker * count)))
+                    meeting.append((cost, _Choice(option, count,
+                                                  curve.total(model, slices, count) or 0.0)))
                     continue
             # Best reachable: the most workers that can be placed, up to max_workers.
             for n in range(min(count, high), low - 1, -1):
                 option, _ = _option(index, pool, profile, n, memo)
                 if option is not None:
-                    key = (-per_worker * n, profile.compute_slices * n, index)
-                    reachable.append((key, _Choice(option, n, per_worker * n)))
+                    total = curve.total(model, slices, n) or 0.0
+                    key = (-total, profile.compute_slices * n, index)
+                    reachable.append((key, _Choice(option, n, total)))
                     break
     if meeting:
         return min(meeting, key=lambda t: t[0])[1], ""
@@ -327,7 +329,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
                 notes += [
                     f"fewest GPU slices for {request.target_throughput:,.1f} items/s: "
                     f"{count} x {throughput / count:,.1f} items/s predicted "
-                    f"({curve.describe()})"
+                    f"({curve.describe(chosen.pool.gpu_model.id, chosen.profile.compute_slices)})"
                 ]
                 if shortfall:
                     notes.append(shortfall)

@@ -31,6 +31,7 @@ from recommender.core.domain import (
     Sample,
     StoredRecommendation,
     StoreUnavailable,
+    ThroughputRow,
 )
 from recommender.core.estimation import (
     FALLBACK,
@@ -45,6 +46,7 @@ from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommen
 from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
+from recommender.core.throughput_population import PopulationCache
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +89,12 @@ class UseCases:
         self._population_rows = 0
         self._population_lock = threading.Lock()
         self.estimator = estimator or default_estimator(learned, self.action_models,
-                                                        self.population)
+                                                        self.memory_population)
         self.clock = clock
         self.catalog = catalog or load_catalog()
+        self.throughput_population = PopulationCache(self.catalog, self._throughput_rows, clock)
 
-    def population(self) -> Population | None:
+    def memory_population(self) -> Population | None:
         """What other actions say about a new one, read again now and then (POPULATION_*):
         by one caller at a time, the others meanwhile use what was read before."""
         # A young service (few rows read) refreshes after a tenth as many new records: its
@@ -123,12 +126,22 @@ class UseCases:
         self.cache.put(action_id, samples, read_at, generation)
         return samples
 
+    def _throughput_rows(self, since: datetime) -> list[ThroughputRow] | None:
+        try:
+            return self.store.throughput_summary(since)
+        except StoreUnavailable as e:
+            log.warning("throughput population not read: %s", e)
+            return None
+
     def _changed(self, action_id: str) -> None:
         if self.cache is not None:
             self.cache.invalidate(action_id)
 
-    def throughput_curve(self, samples: list[Sample]) -> ThroughputCurve | None:
-        """The action's throughput-by-profile curve from its successful executions."""
+    def throughput_curve(self, samples: list[Sample], action_id: str = ""
+                         ) -> ThroughputCurve | None:
+        """The action's throughput-by-profile curve from its successful executions, with the
+        shapes of other actions on the same GPU models (PopulationCache) for sizes it never
+        ran."""
         points = []
         for s in samples:
             if s.outcome is not Outcome.SUCCEEDED or s.throughput <= 0:
@@ -137,8 +150,12 @@ class UseCases:
             profile = model.profile(s.profile) if model else None
             if model is None or profile is None:
                 continue
-            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput))
-        return fit_curve(points[: config.THROUGHPUT_HISTORY])
+            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput,
+                                           max(s.count, 1)))
+        if not points:
+            return None
+        return fit_curve(points[: config.THROUGHPUT_HISTORY], self.throughput_population.get(),
+                         action_id, self.throughput_population.memory_slices)
 
     def recommend(self, request: Request) -> Answer:
         now = self.clock()
@@ -153,7 +170,8 @@ class UseCases:
                             action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
         sm = mean_sm_utilisation(samples, now)
-        curve = self.throughput_curve(samples) if request.target_throughput > 0 else None
+        curve = (self.throughput_curve(samples, request.action_id)
+                 if request.target_throughput > 0 else None)
         decision = recommend(
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
             curve=curve,

@@ -8,12 +8,13 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, and_, insert, or_, select, text, update
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from recommender.core import config
 from recommender.core.dataset import Dataset
 from recommender.core.demand import Run, run_of
 from recommender.core.domain import (
@@ -25,6 +26,7 @@ from recommender.core.domain import (
     Sample,
     StoredRecommendation,
     StoreUnavailable,
+    ThroughputRow,
 )
 from recommender.core.estimation import oom_bumped
 from recommender.core.population import PopulationSample
@@ -227,7 +229,7 @@ class SqlStore:
             rows = s.execute(
                 select(x.ended_at, x.peak_memory_mib, x.slice_memory_mib, x.outcome,
                        x.sm_utilization, x.gpu_model, x.profile, x.throughput,
-                       x.execution_id, x.features)
+                       x.execution_id, x.features, x.count)
                 .where(x.action_id == action_id)
                 .order_by(x.ended_at.desc())
                 .limit(limit)
@@ -236,7 +238,7 @@ class SqlStore:
                 Sample(at=utc(row[0]), peak_mib=row[1], slice_mib=row[2],
                        outcome=Outcome(row[3]), sm_utilization=row[4], gpu_model=row[5],
                        profile=row[6], throughput=row[7], execution_id=row[8],
-                       features=row[9] if isinstance(row[9], dict) else {})
+                       features=row[9] if isinstance(row[9], dict) else {}, count=row[10])
                 for row in rows
             ]
             # The execution was recorded: for the recommendation itself, or (a retry through
@@ -316,6 +318,30 @@ class SqlStore:
                     declared_mib=float(row[5] or 0))
                 for row in rows
             ]
+
+        return self._run(q)
+
+    def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
+        """Mean per-worker throughput of successful executions ended since `since`, per
+        (action, GPU model, profile, count): what the population of throughput curves is
+        built from. One aggregate read; the use case caches it for minutes."""
+
+        def q(s: Session) -> list[ThroughputRow]:
+            if s.get_bind().dialect.name == "postgresql":
+                # A background read, not the runner's: the 2 s statement timeout is not for it.
+                timeout_ms = int(config.THROUGHPUT_POPULATION_TIMEOUT_S * 1000)
+                s.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
+            rows = s.execute(
+                select(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
+                       ExecutionRow.count, func.avg(ExecutionRow.throughput),
+                       func.count())
+                .where(ExecutionRow.outcome == Outcome.SUCCEEDED.value,
+                       ExecutionRow.throughput > 0, ExecutionRow.ended_at >= since)
+                .group_by(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
+                          ExecutionRow.count)
+            ).all()
+            return [ThroughputRow(r[0], r[1], r[2], int(r[3]), float(r[4]), int(r[5]))
+                    for r in rows]
 
         return self._run(q)
 
