@@ -139,10 +139,11 @@ def build_server(database_url: str, *, max_workers: int | None = None) -> Runnin
     catalog = load_catalog()
     db = connect(database_url)
     cache = ActionCache()  # as `recommender serve` runs it
+    store = SqlStore(db)
     if db.dialect.name == "postgresql":
         cache.enabled = False
-        ActionListener(db, cache).start()
-    use_cases = UseCases(SqlStore(db), catalog=catalog, cache=cache)
+        ActionListener(db, cache, origin=store.origin).start()
+    use_cases = UseCases(store, catalog=catalog, cache=cache)
 
     def echo(request: Any, _context: grpc.ServicerContext) -> Any:
         return request

@@ -100,6 +100,12 @@ class Sample:
     profile: str = ""
     throughput: float = 0.0
     """Items/s per worker, 0 when not measured."""
+    execution_id: str = field(default="", compare=False)
+    """The execution this sample is; "" for an OOM known only from NextAfterOom. With
+    `recommendation_id`, what lets a replica update its cached history in place
+    (`cache.with_execution`) instead of reading it again."""
+    recommendation_id: str = field(default="", compare=False)
+    """The recommendation the execution ran (an OOM-only sample: the one that ran out)."""
     at_s: float = field(init=False, repr=False, compare=False)
     """`at` as POSIX seconds, computed once: decays weigh every sample on every Recommend, and
     datetime arithmetic cost them more than the rest of the estimate."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -44,7 +45,24 @@ from recommender.store.models import ExecutionRow, ModelVersionRow, Recommendati
 T = TypeVar("T")
 
 ACTION_CHANNEL = "intelliscale_actions"
-"""PostgreSQL NOTIFY channel: the payload is an action whose history changed."""
+"""PostgreSQL NOTIFY channel: the payload is an action whose history changed, as
+`<origin>:<action_id>` (`notification`), the origin naming the store that wrote it."""
+
+_ORIGIN_LENGTH = 32
+
+
+def notification(origin: str, action_id: str) -> str:
+    return f"{origin}:{action_id}"
+
+
+def parse_notification(payload: str) -> tuple[str, str]:
+    """(origin, action_id); origin "" for a payload without one (a bare action id, as
+    replicas before the origin was added sent)."""
+    head = payload[:_ORIGIN_LENGTH]
+    if (len(payload) > _ORIGIN_LENGTH and payload[_ORIGIN_LENGTH] == ":"
+            and all(c in "0123456789abcdef" for c in head)):
+        return head, payload[_ORIGIN_LENGTH + 1:]
+    return "", payload
 
 
 @contextmanager
@@ -60,6 +78,9 @@ def _unavailable_on_error() -> Iterator[None]:
 class SqlStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.origin = uuid.uuid4().hex
+        """Signs this store's notifications: its replica's listener skips them, since the
+        use cases have already applied their own writes to the cache."""
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._recommendations: GroupCommit[dict[str, Any], None] = GroupCommit(
             self._insert_recommendations, "write-recommendations")
@@ -140,7 +161,7 @@ class SqlStore:
         """Tells every replica (on PostgreSQL) that these actions' history changed, when the
         transaction commits: their cached statistics for them are dropped. One statement for
         all of them (one round trip per group-commit batch)."""
-        actions = sorted({a for a in action_ids if a})
+        actions = sorted({notification(self.origin, a) for a in action_ids if a})
         if actions and self.engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_notify(:channel, a) FROM unnest(CAST(:actions AS text[]))"
                               " AS a"), {"channel": ACTION_CHANNEL, "actions": actions})
@@ -220,14 +241,16 @@ class SqlStore:
                 select(ExecutionRow.ended_at, ExecutionRow.peak_memory_mib,
                        ExecutionRow.slice_memory_mib, ExecutionRow.outcome,
                        ExecutionRow.sm_utilization, ExecutionRow.gpu_model,
-                       ExecutionRow.profile, ExecutionRow.throughput)
+                       ExecutionRow.profile, ExecutionRow.throughput,
+                       ExecutionRow.execution_id, ExecutionRow.recommendation_id)
                 .where(ExecutionRow.action_id == action_id)
                 .order_by(ExecutionRow.ended_at.desc())
                 .limit(limit)
             ).all()
             samples = [
                 Sample(at=utc(r[0]), peak_mib=r[1], slice_mib=r[2], outcome=Outcome(r[3]),
-                       sm_utilization=r[4], gpu_model=r[5], profile=r[6], throughput=r[7])
+                       sm_utilization=r[4], gpu_model=r[5], profile=r[6], throughput=r[7],
+                       execution_id=r[8], recommendation_id=r[9] or "")
                 for r in rows
             ]
             recorded = (
@@ -239,7 +262,7 @@ class SqlStore:
             # memory: this stays small however many recommendations the action has had.
             ooms = s.execute(
                 select(RecommendationRow.oom_at, RecommendationRow.oom_observed_peak_mib,
-                       RecommendationRow.profile_memory_mib)
+                       RecommendationRow.profile_memory_mib, RecommendationRow.id)
                 .where(
                     RecommendationRow.action_id == action_id,
                     RecommendationRow.oom_at.is_not(None),
@@ -249,7 +272,8 @@ class SqlStore:
                 .limit(limit)
             ).all()
             samples += [
-                Sample(at=utc(r[0]), peak_mib=r[1] or 0.0, slice_mib=r[2], outcome=Outcome.OOM)
+                Sample(at=utc(r[0]), peak_mib=r[1] or 0.0, slice_mib=r[2], outcome=Outcome.OOM,
+                       recommendation_id=r[3])
                 for r in ooms
                 if r[0] is not None
             ]
