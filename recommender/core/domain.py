@@ -50,6 +50,12 @@ class Node:
         recommendation and again for each rung of the ladder."""
         return sum(1 for g in self.gpus if not g.idle)
 
+    @cached_property
+    def placements(self) -> dict[Any, Any]:
+        """The policy's answers for this node, by (model, units, profile, count): a node is
+        immutable, so each is computed once however often it is asked (`policy.find_node`)."""
+        return {}
+
 
 def pool_profiles_problem(strategy: Strategy, profiles: tuple[MigProfile, ...]) -> str | None:
     """What is wrong with the profiles a pool configures for its strategy, or None.
@@ -72,6 +78,12 @@ class Pool:
     profiles: tuple[MigProfile, ...]
     """Profiles configured on the pool (resolved); empty means every base profile."""
     nodes: tuple[Node, ...] = ()
+
+    @cached_property
+    def nodes_by_busy(self) -> tuple[Node, ...]:
+        """Nodes with more GPUs in use first (stable): the order the policy tries them in,
+        sorted once per pool instead of once per candidate profile."""
+        return tuple(sorted(self.nodes, key=lambda n: -n.busy_gpus))
 
 
 @dataclass(frozen=True)

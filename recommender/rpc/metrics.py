@@ -7,6 +7,8 @@ version serving, and the history cache's hit rate.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -52,9 +54,8 @@ class Registry:
         with self._lock:
             series = self._histograms.setdefault(name, {})
             counts = series.setdefault(labels, [0.0] * (len(LATENCY_BUCKETS) + 2))
-            for i, bound in enumerate(LATENCY_BUCKETS):
-                if value <= bound:
-                    counts[i] += 1
+            for i in range(bisect.bisect_left(LATENCY_BUCKETS, value), len(LATENCY_BUCKETS)):
+                counts[i] += 1  # cumulative: every bucket whose bound is >= value
             counts[-2] += 1  # count
             counts[-1] += value  # sum
 
@@ -118,8 +119,19 @@ METRICS.describe("recommender_executions_total", "counter",
 
 
 def record_call(method: str, code: str, seconds: float) -> None:
-    METRICS.inc("recommender_calls_total", (("method", method), ("code", code)))
-    METRICS.observe("recommender_call_duration_seconds", (("method", method),), seconds)
+    METRICS.inc("recommender_calls_total", _call_labels(method, code))
+    METRICS.observe("recommender_call_duration_seconds", _method_labels(method), seconds)
+
+
+@functools.lru_cache(maxsize=256)
+def _call_labels(method: str, code: str) -> Labels:
+    """The same few label tuples on every call, built once."""
+    return (("method", method), ("code", code))
+
+
+@functools.lru_cache(maxsize=64)
+def _method_labels(method: str) -> Labels:
+    return (("method", method),)
 
 
 def record_recommendation(source: str) -> None:
