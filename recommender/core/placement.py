@@ -124,6 +124,11 @@ def _place_on_gpu(
     return list(out) if run(0, mask) else None
 
 
+SINGLE_KIND_SHORTCUT = True
+"""`_place_one_kind` for requests of one profile (off only in the test that compares it with
+the general search)."""
+
+
 def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuState]
           ) -> NodePlacement | None:
     """Places every requested MIG instance on the given GPUs of one node, or returns None.
@@ -155,7 +160,7 @@ def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuSta
             raise PlacementError(f"{prof.name}: not a placeable MIG profile of {model.id}")
     kinds = sorted({p.name: p for p in requests}.values(), key=lambda p: p.name)
     larger = _larger(model)
-    if len(kinds) == 1:
+    if len(kinds) == 1 and SINGLE_KIND_SHORTCUT:
         return _place_one_kind(model, kinds[0], len(requests), masks, pinned, larger)
     demand = tuple(sum(1 for r in requests if r.name == k.name) for k in kinds)
 
