@@ -16,7 +16,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from recommender.core.catalog import load_catalog
     from recommender.evaluation import replay
-    from recommender.evaluation.traces import TraceExecution, gentd26_hourly, synthetic
+    from recommender.evaluation.traces import (
+        TraceExecution,
+        gentd26_hourly,
+        step_change,
+        synthetic,
+    )
 
     catalog = load_catalog(args.catalog_override)
     say = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if args.verbose else None
@@ -38,6 +43,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{args.retrain_every:,} executions)",
             synthetic(actions=args.max_actions or 40, executions=args.executions),
             ("A100-80GB", "H100-80GB"), args.retrain_every))
+    if args.trace in ("step", "all"):
+        runs.append((
+            "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
+            "code the request does not reveal; A100-80GB and H100-80GB pools)",
+            step_change(), ("A100-80GB", "H100-80GB"), 0))
     for title, trace, models, retrain_every in runs:
         pools = replay.mixed_pools(catalog, models)
         slices = replay.Slices.of(pools)
@@ -57,4 +67,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         best = replay.oracle(trace, slices)
         results.append(best)
         print(replay.table(results, best.reserved_gbh))
+        print("\nWhere the service's reserved memory above the oracle comes from:\n")
+        print(replay.excess_table(results[0], best.reserved_gbh))
     return 0

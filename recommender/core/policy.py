@@ -262,7 +262,7 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
     return None, ""
 
 
-def _by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float
+def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float
                       ) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
@@ -299,7 +299,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         pool_need = need
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
-            pool_need, costs = _by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
+            pool_need, costs = by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
         for profile in profiles if pool_need is not None else []:
             assert pool_need is not None
             if profile.memory_mib < pool_need:
@@ -426,11 +426,37 @@ def build_ladder(pools: Sequence[Pool], start: Rung, memo: Memo | None = None
     return tuple(rungs)
 
 
-def next_rung(ladder: Sequence[Rung], need_mib: float) -> tuple[Rung, tuple[Rung, ...]]:
-    """The first rung that clears what the execution is known to need, and those above it."""
+def next_rung(ladder: Sequence[Rung], need_mib: float, predictive: Predictive | None = None
+              ) -> tuple[Rung, tuple[Rung, ...]]:
+    """The rung to retry on, and those above it: the first that clears what the execution is
+    known to need or, with the action's predictive need, the one of least expected cost given
+    that the need is above `need_mib` (an action whose needs spread far past the slice it died
+    in goes straight to a slice that holds them, instead of dying on each rung in between)."""
+    above = [i for i, r in enumerate(ladder) if r.profile.memory_mib > need_mib]
+    if above and predictive is not None:
+        given = predictive.survival(need_mib)
+        if given > 1e-6:
+            conditional = _Conditional(predictive, given)
+            sizes = [float(ladder[i].profile.memory_mib) for i in above]
+            costs = [expected_cost(sizes, k, conditional, config.OOM_PENALTY)
+                     for k in range(len(sizes))]
+            k = min(range(len(sizes)), key=lambda j: (costs[j], j))
+            return ladder[above[k]], tuple(ladder[above[k] + 1:])
     for i, rung in enumerate(ladder):
         if rung.profile.memory_mib > need_mib:
             return rung, tuple(ladder[i + 1:])
     raise LadderExhausted(
         f"no rung with more than {need_mib:,.0f} MiB per worker among the offered pools"
     )
+
+
+@dataclass(frozen=True)
+class _Conditional:
+    """The need's tail given that it exceeds what an OOM showed: P(need > m | need > known)."""
+
+    need: Predictive
+    given: float
+
+    def survival(self, mib: float) -> float:
+        return min(1.0, self.need.survival(mib) / self.given)
+

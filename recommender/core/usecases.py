@@ -35,6 +35,7 @@ from recommender.core.domain import (
 )
 from recommender.core.estimation import (
     FALLBACK,
+    HISTORY,
     Estimator,
     Evidence,
     default_estimator,
@@ -45,6 +46,7 @@ from recommender.core.online import ActionModels
 from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommend
 from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
+from recommender.core.predictive import Predictive
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
 from recommender.core.throughput_population import PopulationCache
 
@@ -224,6 +226,19 @@ class UseCases:
             log.warning("recommendation %s not stored: %s", rec.id, e)
             return False
 
+    def _own_need(self, action_id: str, now: datetime) -> Predictive | None:
+        """The action's predictive need from its own history (the first rung after an OOM is
+        chosen by expected cost on it), or None without one."""
+        try:
+            samples = self._samples(action_id)
+        except StoreUnavailable:
+            return None
+        estimate = self.estimator.estimate(Evidence(now=now, samples=samples,
+                                                    action_id=action_id))
+        if estimate is None or estimate.source != HISTORY:
+            return None
+        return estimate.predictive
+
     def next_after_oom(self, recommendation_id: str, observed_peak_mib: float) -> Answer:
         """The next rung above what the execution is known to have needed.
 
@@ -241,7 +256,7 @@ class UseCases:
         need = max(float(d.rung.profile.memory_mib), observed_peak_mib)
         now = self.clock()
         try:
-            rung, above = next_rung(d.ladder, need)
+            rung, above = next_rung(d.ladder, need, self._own_need(parent.action_id, now))
         except LadderExhausted:
             try:
                 self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)
