@@ -107,12 +107,13 @@ class ActionModel:
         return None
 
 
-def _weights(samples: Sequence[Sample], now_s: float) -> FloatArray:
+def _weights(samples: Sequence[Sample], now_s: float, half_life_executions: float
+             ) -> FloatArray:
     ranks = np.arange(len(samples), dtype=np.float64)
     ages = np.maximum(now_s - np.fromiter((s.at_s for s in samples), np.float64, len(samples)),
                       0.0)
     return np.asarray(
-        0.5 ** (ranks / config.ONLINE_HALF_LIFE_EXECUTIONS)
+        0.5 ** (ranks / half_life_executions)
         * 0.5 ** (ages / config.HISTORY_HALF_LIFE.total_seconds()))
 
 
@@ -188,9 +189,11 @@ def fit_action(samples: Sequence[Sample], now_s: float, feature_names: Sequence[
     if not informative:
         return None
     y = np.fromiter((_value(s) for s in informative), np.float64, len(informative))
-    w = _weights(informative, now_s)
+    weights = {False: _weights(informative, now_s, config.ONLINE_HALF_LIFE_EXECUTIONS),
+               True: _weights(informative, now_s, config.ONLINE_HALF_LIFE_WITH_INPUTS)}
     fits = [f for d in _designs(feature_names, len(informative))
-            if (f := _fit(d, informative, y, w, prior_log_scale)) is not None]
+            if (f := _fit(d, informative, y, weights[bool(d.features)], prior_log_scale))
+            is not None]
     if not fits:
         return None
     fits.sort(key=lambda f: f.loss)
