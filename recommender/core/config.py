@@ -76,6 +76,12 @@ ONLINE_HALF_LIFE_WITH_INPUTS = 12.0
 and a regression on them needs more effective executions (about 17 at 12) to be sure of its
 slopes; at 6 the generated input-dependent workload reserved 1.30x the oracle, at 12 1.23x."""
 
+ONLINE_RECENT_HALF_LIFE = 2.0
+ONLINE_MIN_RECENT_SAMPLES = 4
+"""One more design: the level of the last few executions alone (half-life 2). It wins, by
+leave-one-out loss, where an action's memory moves in steps (a new version of its code) or
+grows: right after a step, a longer memory still expects the old level."""
+
 ONLINE_PRIOR_DF = 4.0
 """Pseudo-degrees of freedom of the population's spread in every action's scale: with two
 executions an action is not trusted to vary as little as they did; by 20 its own errors rule."""
