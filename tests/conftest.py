@@ -14,9 +14,11 @@ from sqlalchemy import Engine
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.core.catalog import Catalog, load_catalog
+from recommender.core.ports import Store
 from recommender.core.usecases import UseCases
 from recommender.rpc.server import Running, start
 from recommender.store import SqlStore, connect, migrate
+from tests.fakes import InMemoryStore
 from tests.postgres import postgres_unreachable, scratch_postgres_database
 
 PG_ENV = "RECOMMENDER_TEST_POSTGRES_URL"
@@ -78,6 +80,24 @@ def migrated_engine(database_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def store(migrated_engine: Engine) -> SqlStore:
     return SqlStore(migrated_engine)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                        "memory"])
+def any_store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """Runs a test against every implementation of the store port: `SqlStore` on SQLite and
+    on PostgreSQL, and tests/fakes.py's `InMemoryStore`."""
+    if request.param == "memory":
+        yield InMemoryStore()
+        return
+    engine = connect(str(request.getfixturevalue(f"{request.param}_url")))
+    migrate(engine)
+    store = SqlStore(engine)
+    try:
+        yield store
+    finally:
+        store.close()
+        engine.dispose()
 
 
 @dataclass

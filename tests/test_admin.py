@@ -24,11 +24,11 @@ from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.cli import main as cli_main
 from recommender.core.catalog import Catalog, load_catalog
-from recommender.core.domain import ModelVersion
 from recommender.core.usecases import UseCases
 from recommender.rpc.auth import AdminTokenInterceptor, AuthConfigError, resolve_admin_token
 from recommender.rpc.server import start
 from recommender.store import SqlStore
+from tests.builders import model_version as version
 from tests.conftest import Live
 from tests.helpers import pool, record, request, ts
 
@@ -211,16 +211,6 @@ def test_list_gpu_models_without_overrides(live: Live) -> None:
 
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
-
-
-def version(name: str, at: datetime, *, serving: bool = False, promoted: bool = False
-            ) -> ModelVersion:
-    return ModelVersion(
-        version=name, created_at=at, kind="memory", promoted=promoted, serving=serving,
-        metrics={"oom_rate": 0.01, "median_slack": 0.21}, reason=f"{name}: beats the baseline",
-        training_window_start=at - timedelta(days=7), training_window_end=at,
-        params={"big": list(range(10))},
-    )
 
 
 def test_list_model_versions(live: Live) -> None:

@@ -10,7 +10,7 @@ from recommender.core.domain import Node, Request, Strategy
 from recommender.core.placement import GpuState
 from recommender.core.policy import recommend
 from recommender.core.throughput import ThroughputSample, fit_curve, pooled_exponent
-from tests.test_policy import est, mk
+from tests.builders import est, mk
 
 PARVA = ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
 
