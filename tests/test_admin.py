@@ -29,7 +29,7 @@ from recommender.rpc.auth import AdminTokenInterceptor, AuthConfigError, resolve
 from recommender.rpc.server import start
 from recommender.store import SqlStore
 from tests.builders import model_version as version
-from tests.conftest import Live
+from tests.harness.live import Live
 from tests.helpers import pool, record, request, ts
 
 TOKEN = "s3cr3t-admin-token-0123456789"

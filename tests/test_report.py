@@ -22,7 +22,7 @@ from recommender.report.charts import sample
 from recommender.report.items import Item
 from recommender.report.ticks import nice_ticks, time_ticks
 from recommender.store import SqlStore
-from tests.conftest import Live
+from tests.harness.live import Live
 from tests.helpers import pool, record, request
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
