@@ -14,6 +14,7 @@ from recommender.core.ports import Store
 from recommender.store import SqlStore, connect, migrate
 from tests.fakes import InMemoryStore
 from tests.harness.live import Live, serving
+from tests.harness.stores import sql_store
 from tests.postgres import postgres_unreachable, scratch_postgres_database
 
 PG_ENV = "RECOMMENDER_TEST_POSTGRES_URL"
@@ -85,14 +86,8 @@ def any_store(request: pytest.FixtureRequest) -> Iterator[Store]:
     if request.param == "memory":
         yield InMemoryStore()
         return
-    engine = connect(str(request.getfixturevalue(f"{request.param}_url")))
-    migrate(engine)
-    store = SqlStore(engine)
-    try:
+    with sql_store(str(request.getfixturevalue(f"{request.param}_url"))) as store:
         yield store
-    finally:
-        store.close()
-        engine.dispose()
 
 
 @pytest.fixture

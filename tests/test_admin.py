@@ -30,6 +30,7 @@ from recommender.rpc.server import start
 from recommender.store import SqlStore
 from tests.builders import model_version as version
 from tests.harness.live import Live
+from tests.harness.process import run_cli as run
 from tests.helpers import pool, record, request, ts
 
 TOKEN = "s3cr3t-admin-token-0123456789"
@@ -336,13 +337,6 @@ def test_token_configuration(tmp_path: Path) -> None:
     with pytest.raises(AuthConfigError, match="cannot read"):
         resolve_admin_token(token_file=str(tmp_path / "missing"), environ={})
     assert TOKEN not in repr(AdminTokenInterceptor(TOKEN))
-
-
-def run(*args: str, cwd: Path, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=60,
-                          env={**os.environ, "NO_COLOR": "1", **(env or {})})
 
 
 def test_serve_with_a_token_file(tmp_path: Path) -> None:

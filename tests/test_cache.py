@@ -3,34 +3,35 @@
 from __future__ import annotations
 
 import time
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import Engine
 
 from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
-from recommender.core.domain import Outcome, Request, Sample
-from recommender.core.ports import Store
+from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.usecases import UseCases
 from recommender.store import SqlStore, connect
 from recommender.store.listener import ActionListener
-from tests.builders import T0, execution, mk
+from tests.builders import mk
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-class Counting:
-    """Any store, counting its history reads."""
-
-    def __init__(self, inner: Store) -> None:
-        self.inner = inner
+class Counting(SqlStore):
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
         self.reads = 0
 
     def action_samples(self, action_id: str, limit: int) -> list[Sample]:
         self.reads += 1
-        return self.inner.action_samples(action_id, limit)
+        return super().action_samples(action_id, limit)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+
+def execution(eid: str, action: str = "act", peak: float = 3000.0) -> Execution:
+    return Execution(eid, action, "", "A100-40GB", "1g.10gb", 9856, 1, peak, 10.0, 60.0, 0.0,
+                     Outcome.SUCCEEDED, T0)
 
 
 def test_cache_basics() -> None:
@@ -52,9 +53,9 @@ def test_cache_basics() -> None:
     assert cache.get("z") is None
 
 
-def test_recommend_reads_history_once_until_it_changes(any_store: Store,
-                                                       catalog: Catalog) -> None:
-    store = Counting(any_store)
+def test_recommend_reads_history_once_until_it_changes(
+        migrated_engine: Engine, catalog: Catalog) -> None:
+    store = Counting(migrated_engine)
     use_cases = UseCases(store, catalog=catalog, cache=ActionCache(),
                                clock=lambda: T0 + timedelta(hours=1))
     req = Request("act", "", (mk(catalog),), declared_memory_mib=7500)
@@ -81,7 +82,7 @@ def test_other_replicas_hear_about_changes(postgres_url: str, catalog: Catalog) 
     try:
         assert listener.connected.wait(10), "listener did not connect"
         a = UseCases(SqlStore(engine_a), catalog=catalog)
-        store_b = Counting(SqlStore(engine_b))
+        store_b = Counting(engine_b)
         b = UseCases(store_b, catalog=catalog, cache=cache_b)
         req = Request("shared", "", (mk(catalog),), declared_memory_mib=7500)
         b.recommend(req)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -15,13 +14,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from tests.harness.process import run_cli as run
 from tests.helpers import record, request
-
-
-def run(*args: str, cwd: Path, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=60, env={**os.environ, **(env or {})})
 
 
 def start_server(cwd: Path, *args: str) -> tuple[subprocess.Popen[str], int]:

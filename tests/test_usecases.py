@@ -16,19 +16,22 @@ from typing import Any
 
 import pytest
 
+from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
 from recommender.core.domain import (
+    Decision,
     HistoryFilter,
     Outcome,
+    Sample,
     StoredRecommendation,
     StoreUnavailable,
 )
 from recommender.core.policy import LadderExhausted
 from recommender.core.ports import Store
 from recommender.core.usecases import UnknownRecommendation, UseCases
-from recommender.store import SqlStore, connect, migrate
 from tests.builders import T0, execution, mk, model_version, req
 from tests.fakes import InMemoryStore
+from tests.harness.stores import sql_store
 
 
 def at(when: datetime, store: Store, catalog: Catalog) -> UseCases:
@@ -151,6 +154,46 @@ def test_recommend_learns_from_the_history_it_stored(any_store: Store,
     assert d.rung.profile.name == "1g.5gb"  # below the 7,500 MiB the request declares
 
 
+class CountingReads:
+    """Any store, counting its history reads."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    def action_samples(self, action_id: str, limit: int) -> list[Sample]:
+        self.reads += 1
+        return self.inner.action_samples(action_id, limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_the_cache_reads_once_and_answers_as_a_fresh_read(any_store: Store,
+                                                          catalog: Catalog) -> None:
+    """With an ActionCache, Recommend reads an action's history once; after this replica's
+    own writes (an execution, an OOM) it answers what an uncached read would."""
+    when = T0 + timedelta(hours=1)
+    counting = CountingReads(any_store)
+    cached = UseCases(counting, catalog=catalog, cache=ActionCache(),  # type: ignore[arg-type]
+                      clock=lambda: when)
+
+    def uncached() -> Decision:
+        return at(when, any_store, catalog).recommend(req(catalog)).recommendation.decision
+
+    for i in range(5):
+        any_store.record_execution(execution(f"e{i}", at=T0 + timedelta(minutes=i)), T0)
+    first = cached.recommend(req(catalog)).recommendation
+    cached.recommend(req(catalog))
+    assert counting.reads == 1 and first.decision.source == "history"
+    cached.record_execution(execution("e-new", peak=9000, at=T0 + timedelta(minutes=10)))
+    after_run = cached.recommend(req(catalog)).recommendation.decision
+    assert after_run == uncached()
+    assert after_run.predicted_peak_mib > first.decision.predicted_peak_mib
+    cached.next_after_oom(first.id, 9500)
+    assert cached.recommend(req(catalog)).recommendation.decision == uncached()
+
+
 # --- history ---------------------------------------------------------------------------------
 
 
@@ -245,13 +288,8 @@ def down_store(request: pytest.FixtureRequest) -> Iterator[Store]:
         fake.available = False
         yield fake
         return
-    engine = connect("postgresql+psycopg://postgres@127.0.0.1:1/none")
-    store = SqlStore(engine)
-    try:
+    with sql_store("postgresql+psycopg://postgres@127.0.0.1:1/none", migrated=False) as store:
         yield store
-    finally:
-        store.close()
-        engine.dispose()
 
 
 def test_without_a_database_recommend_degrades_and_the_rest_refuses(
@@ -277,10 +315,6 @@ def test_the_fake_answers_a_scripted_history_as_sql_does(tmp_path: Path,
                                                          catalog: Catalog) -> None:
     """One sequence of calls through the SQLite store and through the fake: every answer the
     same but for the generated ids."""
-    engine = connect(f"sqlite:///{tmp_path / 'side-by-side.db'}")
-    migrate(engine)
-    sql, fake = SqlStore(engine), InMemoryStore()
-
     def run(store: Store) -> list[object]:
         out: list[object] = []
         ids: dict[str, str] = {}
@@ -321,8 +355,5 @@ def test_the_fake_answers_a_scripted_history_as_sql_does(tmp_path: Path,
             out.append((label, summary(stored)))
         return out
 
-    try:
-        assert run(fake) == run(sql)
-    finally:
-        sql.close()
-        engine.dispose()
+    with sql_store(f"sqlite:///{tmp_path / 'side-by-side.db'}") as sql:
+        assert run(InMemoryStore()) == run(sql)

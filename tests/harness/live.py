@@ -13,7 +13,8 @@ from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc 
 from recommender.core.catalog import Catalog, load_catalog
 from recommender.core.usecases import UseCases
 from recommender.rpc.server import Running, start
-from recommender.store import SqlStore, connect, migrate
+from recommender.store import SqlStore
+from tests.harness.stores import sql_store
 
 
 @dataclass
@@ -43,10 +44,5 @@ def serving(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
 @contextmanager
 def serve(url: str) -> Iterator[Live]:
     """A migrated database at `url` and the real server on a free loopback port."""
-    engine = connect(url)
-    migrate(engine)
-    try:
-        with serving(SqlStore(engine), load_catalog()) as live:
-            yield live
-    finally:
-        engine.dispose()
+    with sql_store(url) as store, serving(store, load_catalog()) as live:
+        yield live

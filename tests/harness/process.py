@@ -1,8 +1,10 @@
-"""`recommender serve` in a child process, on a free loopback port, with its log in a file."""
+"""The `recommender` command in a child process: a command run to its end, and `recommender
+serve` on a free loopback port with its log in a file."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -17,6 +19,14 @@ START_TIMEOUT_S = 60.0
 
 STOP_TIMEOUT_S = 30.0
 """SIGTERM to exit: the server's grace period is 10 s."""
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """`python -m recommender ARGS` to its end (at most 60 s), its output captured."""
+    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=cwd, text=True,
+                          capture_output=True, timeout=60,
+                          env={**os.environ, "NO_COLOR": "1", **(env or {})})
 
 
 @dataclass
