@@ -12,6 +12,7 @@ corner cases:
   parent is marked only together with a rung that was stored;
 - `action_samples` gives the `limit` newest executions, then the `limit` newest OOMs known
   only from NextAfterOom (a recommendation marked OOM that no recorded execution names);
+- `runs_in_window` gives the executions on a GPU model that overlap the window, as demand;
 - `list_history` is keyset-paginated on (created_at, id), newest first, with the same filters;
   it raises ValueError ("page_token: ...") for a token it did not issue.
 
@@ -27,6 +28,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from recommender.core.catalog import MigProfile
+from recommender.core.demand import Run, run_of
 from recommender.core.domain import (
     Execution,
     HistoryEntry,
@@ -194,6 +196,24 @@ class InMemoryStore:
                    slice_mib=r.decision.rung.profile.memory_mib, outcome=Outcome.OOM)
             for r in ooms if r.oom_at is not None
         ]
+
+    def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
+                       pool_id: str = "") -> list[Run]:
+        """As `SqlStore.runs_in_window`: executions on `gpu_model` that overlap [since,
+        until); with `pool_id`, only those whose recommendation this store holds, on that pool."""
+        with self._lock:
+            self._check()
+            chosen = [e for e in self._executions.values()
+                      if e.gpu_model == gpu_model and e.ended_at > since
+                      and (e.started_at is None or e.started_at < until)
+                      and (not pool_id or self._pool_of(e) == pool_id)]
+        runs = (run_of(e.profile, e.count, e.ended_at, e.started_at, e.duration_s)
+                for e in chosen)
+        return [run for run in runs if run.start < until]
+
+    def _pool_of(self, e: Execution) -> str | None:
+        rec = self._recommendations.get(e.recommendation_id)
+        return rec.decision.rung.pool_id if rec is not None else None
 
     # --- history ---------------------------------------------------------------------
 

@@ -154,6 +154,27 @@ def test_recommend_learns_from_the_history_it_stored(any_store: Store,
     assert d.rung.profile.name == "1g.5gb"  # below the 7,500 MiB the request declares
 
 
+def test_runs_in_window_are_the_executions_that_overlap_it(any_store: Store,
+                                                           catalog: Catalog) -> None:
+    rec = at(T0, any_store, catalog).recommend(req(catalog)).recommendation  # pool "a100"
+    hour = timedelta(hours=1)
+    for eid, ended, rec_id in (("inside", T0 + 2 * hour, rec.id), ("no-pool", T0 + 2 * hour, ""),
+                               ("before", T0, rec.id), ("after", T0 + 9 * hour, rec.id)):
+        any_store.record_execution(execution(eid, rec=rec_id, at=ended), T0)
+    any_store.record_execution(replace(execution("h100", at=T0 + 2 * hour),
+                                       gpu_model="H100-80GB"), T0)
+    since, until = T0 + hour, T0 + 3 * hour
+
+    def runs(pool_id: str = "") -> list[tuple[str, int, datetime, datetime]]:
+        return sorted((r.profile, r.count, r.start, r.end)
+                      for r in any_store.runs_in_window("A100-40GB", since, until, pool_id))
+
+    one = ("1g.10gb", 1, T0 + 2 * hour - timedelta(minutes=1), T0 + 2 * hour)
+    assert runs() == [one, one]
+    assert runs("a100") == [one]  # an execution without a recommendation has no known pool
+    assert runs("elsewhere") == []
+
+
 class CountingReads:
     """Any store, counting its history reads."""
 

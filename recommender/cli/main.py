@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from recommender.cli import catalog, layout
 from recommender.cli.evaluate import cmd_evaluate
 from recommender.cli.history import cmd_history
 from recommender.cli.jobs import cmd_migrate, cmd_retrain
@@ -134,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--catalog-override", default=None)
     ev.add_argument("--verbose", action="store_true", help="print each retraining result")
     ev.set_defaults(fn=cmd_evaluate)
+
+    catalog.add_parser(sub)
+    layout.add_parser(sub)
     return parser
 
 

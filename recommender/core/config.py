@@ -172,3 +172,29 @@ DEFAULT_METRICS_PORT = 9464
 
 METRICS_MAX_ACTIONS = 1000
 """Actions with their own metric series; the rest share action_id="other" (cardinality)."""
+
+# --- layout advice ----------------------------------------------------------------------
+
+LAYOUT_WINDOW = timedelta(days=7)
+"""Default window of recorded executions that AdviseLayout learns from: a full week holds the
+weekday and weekend cycles, and repartitioning more often than weekly disrupts running pods."""
+
+LAYOUT_MAX_GPUS = 1024
+"""Most GPUs one AdviseLayout call lays out. A cluster's worth of one model; the heuristic above
+the exact search's limit takes about a second per thousand GPUs on one core."""
+
+LAYOUT_EXACT_STATES = 60_000
+"""The search is exact (a reachability search over capacity vectors capped at the demand's
+peaks) while it has at most this many states, about a second on one core; above it, a greedy
+start improved by one-GPU swaps, with an upper bound reported beside it."""
+
+LAYOUT_SWAP_ROUNDS = 200
+"""Improving one-GPU swaps the heuristic tries at most; each strictly improves the layout, so
+this only bounds the time on huge inputs (a few dozen rounds suffice in the evaluation)."""
+
+LAYOUT_CONFIG_NAME = "intelliscale-advised"
+"""The mig-parted configuration's name in the advice: the `nvidia.com/mig.config` label value
+that selects it."""
+
+LAYOUT_REPORT_BUCKETS = 168
+"""Spans of the report's demand-over-time chart: hours of the default 7-day window."""

@@ -72,6 +72,16 @@ class Pool:
     profiles: tuple[MigProfile, ...]
     """Profiles configured on the pool (resolved); empty means every base profile."""
     nodes: tuple[Node, ...] = ()
+    spellings: tuple[tuple[str, str], ...] = ()
+    """(catalog name, the pool's name) where the pool lists a profile by a driver spelling:
+    the device plugin advertises `nvidia.com/mig-<the node's spelling>`."""
+
+    def spelling(self, profile: MigProfile) -> str:
+        """The profile's name as this pool's nodes spell it."""
+        for name, spelt in self.spellings:
+            if name == profile.name:
+                return spelt
+        return profile.name
 
 
 @dataclass(frozen=True)

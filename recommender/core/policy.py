@@ -64,7 +64,7 @@ def pod_resources(pool: Pool, profile: MigProfile, count: int) -> dict[str, str]
     n = str(count)
     match pool.strategy:
         case Strategy.MIXED:
-            return {f"nvidia.com/mig-{profile.name}": n}
+            return {f"nvidia.com/mig-{pool.spelling(profile)}": n}
         case Strategy.DYNAMIC:
             return {"nvidia.com/gpu": n, "nvidia.com/gpumem": str(profile.memory_mib)}
         case Strategy.SINGLE | Strategy.NONE:

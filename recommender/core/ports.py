@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from recommender.core.demand import Run
 from recommender.core.domain import (
     Execution,
     HistoryEntry,
@@ -41,6 +42,10 @@ class RecommendationStore(Protocol):
         ...
     def action_samples(self, action_id: str, limit: int) -> list[Sample]:
         """The action's `limit` most recent executions, newest first."""
+        ...
+    def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
+                       pool_id: str = "") -> list[Run]:
+        """Executions on `gpu_model` (and `pool_id`) that ran in [since, until), as demand."""
         ...
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from recommender.core import config
 from recommender.core.cache import ActionCache
-from recommender.core.catalog import Catalog, load_catalog
+from recommender.core.catalog import Catalog, GpuModel, load_catalog
 from recommender.core.domain import (
     Decision,
     Execution,
@@ -36,6 +36,7 @@ from recommender.core.estimation import (
     default_estimator,
     mean_sm_utilisation,
 )
+from recommender.core.layout import RecordedAdvice, advise_recorded
 from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommend
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
@@ -210,3 +211,10 @@ class UseCases:
     def list_model_versions(self) -> list[ModelVersion]:
         """Learned model versions, newest first, the serving one marked."""
         return self.store.list_model_versions()
+
+    def advise_layout(self, gpu_model: GpuModel, gpus: int, since: datetime, until: datetime,
+                      pool_id: str = "") -> RecordedAdvice:
+        """Which MIG geometry each of `gpus` cards should have for the demand recorded on
+        `gpu_model` (and `pool_id`) in [since, until)."""
+        return advise_recorded(self.store, gpu_model, gpus, since, until, pool_id)
+

@@ -34,6 +34,7 @@ from recommender.rpc.convert import (
     recommendation_to_pb,
     request_from_pb,
 )
+from recommender.rpc.layout import layout_advice_to_pb, layout_query_from_pb
 
 access_log = logging.getLogger("recommender.access")
 log = logging.getLogger(__name__)
@@ -204,3 +205,13 @@ class AdminServicer(pb_grpc.AdminServicer):
                 model_version_to_pb(v) for v in self.use_cases.list_model_versions()])
 
         return handle("ListModelVersions", context, {}, run)
+
+    def AdviseLayout(self, request: pb.AdviseLayoutRequest, context: grpc.ServicerContext
+                     ) -> pb.LayoutAdvice:
+        def run() -> pb.LayoutAdvice:
+            q = layout_query_from_pb(self.catalog, request, datetime.now(UTC))
+            return layout_advice_to_pb(self.use_cases.advise_layout(
+                q.model, q.gpus, q.since, q.until, q.pool_id))
+
+        return handle("AdviseLayout", context, {"gpu_model": request.gpu_model[:64]}, run)
+

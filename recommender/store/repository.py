@@ -8,13 +8,14 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, insert, select, text, update
+from sqlalchemy import Connection, Engine, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from recommender.core.dataset import Dataset
+from recommender.core.demand import Run, run_of
 from recommender.core.domain import (
     Execution,
     HistoryEntry,
@@ -254,6 +255,31 @@ class SqlStore:
                 if r[0] is not None
             ]
             return samples
+
+        return self._run(q)
+
+    # --- layout advice ---------------------------------------------------------------
+
+    def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
+                       pool_id: str = "") -> list[Run]:
+        """Executions on `gpu_model` (canonical id) that overlap [since, until), as demand.
+
+        An execution's pool is its recommendation's: with `pool_id`, executions recorded
+        without a recommendation id (or with one this store does not hold) are left out, their
+        pool being unknown. Runs are not clipped here; `core.demand.demand_of` clips them.
+        """
+        x, r = ExecutionRow, RecommendationRow
+
+        def q(s: Session) -> list[Run]:
+            stmt = select(x.profile, x.count, x.ended_at, x.started_at, x.duration_s).where(
+                x.gpu_model == gpu_model, x.ended_at > since,
+                or_(x.started_at.is_(None), x.started_at < until))
+            if pool_id:
+                stmt = stmt.join(r, r.id == x.recommendation_id).where(r.pool_id == pool_id)
+            runs = (run_of(row[0], int(row[1]), utc(row[2]),
+                           utc(row[3]) if row[3] is not None else None, float(row[4]))
+                    for row in s.execute(stmt))
+            return [run for run in runs if run.start < until]
 
         return self._run(q)
 

@@ -29,6 +29,18 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None
                           env={**os.environ, "NO_COLOR": "1", **(env or {})})
 
 
+def serve_in_child(cwd: Path, *args: str) -> tuple[subprocess.Popen[str], int]:
+    """`recommender serve --port 0 ARGS` in `cwd`, its output piped (the caller reads or
+    stops it soon): the process and the port it listens on."""
+    proc = subprocess.Popen([sys.executable, "-m", "recommender", "serve", "--port", "0", *args],
+                            cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(r"listening on .*:(\d+)", line)
+    assert match, f"no listening line: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+    return proc, int(match.group(1))
+
+
 @dataclass
 class Server:
     proc: subprocess.Popen[bytes]
