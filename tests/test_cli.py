@@ -50,7 +50,7 @@ def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> 
 def test_environment_configures_port_and_database(tmp_path: Path) -> None:
     db = tmp_path / "elsewhere.db"
     out = run("migrate", cwd=tmp_path, env={"RECOMMENDER_DATABASE_URL": f"sqlite:///{db}"})
-    assert out.returncode == 0 and "0006" in out.stdout
+    assert out.returncode == 0 and "0007" in out.stdout
     assert db.exists()
     out = run("migrate", "--downgrade", "base", "--database-url", f"sqlite:///{db}",
               cwd=tmp_path)

@@ -62,6 +62,70 @@ SM_HUNGRY_UTILISATION = 70.0
 profiles of equal memory. Below it, the profile with fewer compute slices serves it as well
 and leaves compute to others (GenTD26: median duty cycle 0 %, p90 25 %)."""
 
+# --- online per-action learning and the slice choice (core/online.py, core/predictive.py) --
+
+ONLINE_HALF_LIFE_EXECUTIONS = 12.0
+"""Weight of an execution in an action's own model halves every this many newer executions
+(and with age, as HISTORY_HALF_LIFE). Shorter follows a step change faster but leaves a
+regression on the inputs too few effective points; 12 keeps about 17 effective executions."""
+
+ONLINE_PRIOR_DF = 4.0
+"""Pseudo-degrees of freedom of the population's spread in every action's scale: with two
+executions an action is not trusted to vary as little as they did; by 20 its own errors rule."""
+
+ONLINE_SELECTION_QUANTILE = 0.95
+"""Designs are compared by the leave-one-out pinball loss of their bound at this quantile: the
+upper tail is what sizes a slice, so a design is judged there, not on its mean."""
+
+ONLINE_MIN_TREND_SAMPLES = 6
+"""Executions before a trend in the action's execution order is considered (GenTD26: memory
+grows within a pod's life); fewer cannot tell a trend from noise."""
+
+ONLINE_MIN_SPARE_SAMPLES = 4
+"""Executions beyond the number of a design's inputs before it is fitted at all."""
+
+ONLINE_FEATURE_PRESENCE = 0.8
+"""A feature enters an action's model when at least this share of its executions carried it."""
+
+ONLINE_MAX_FEATURES = 4
+"""Inputs per action model: each costs data; the busiest features first."""
+
+ONLINE_MEMO_ACTIONS = 20_000
+"""Actions whose fitted models a replica keeps (a few KB each), like CACHE_MAX_ACTIONS."""
+
+ONLINE_MIN_SAMPLES_OVER_LEARNED = 10
+"""An action's own online model takes precedence over the offline learned model from this many
+executions on; before, a serving offline model (which has seen other actions) comes first."""
+
+OOM_PENALTY = 30.0
+"""What an OOM costs beyond the memory its attempt held, in multiples of that slice: the run is
+lost and redone, and the user waits. The slice is chosen by expected cost (slice memory plus
+the chance of an OOM times this penalty and the rungs above). At 30 a slice twice as large is
+taken once the smaller one's OOM chance passes about 3 %; higher penalties buy fewer OOMs with
+more memory (README, Evaluation)."""
+
+ESTIMATE_QUANTILE = 0.95
+"""The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice
+itself is chosen by expected cost, not by this number."""
+
+POPULATION_SAMPLES = 20_000
+"""Most recent executions (across actions) the population prior is learned from: one bounded
+query, about 20 ms, refreshed as below."""
+
+POPULATION_REFRESH_S = 60.0
+POPULATION_REFRESH_RECORDS = 200
+"""The population is read again after this long or this many recorded executions, whichever
+comes first: a new service learns its first actions' level quickly, a busy one not per call."""
+
+POPULATION_MIN_ACTIONS = 3
+"""Actions needed before their first peaks (or declared ratios) are a prior for a new one."""
+
+POPULATION_MIN_RUNS_FOR_SPREAD = 3
+POPULATION_DEFAULT_LOG_SCALE = 0.25
+POPULATION_MIN_LOG_SCALE = 0.05
+"""The typical run-to-run spread of an action's log peak: learned as the median over actions
+with a few runs; 0.25 (peaks within about x1.3) before any, and never below 0.05 (5 %)."""
+
 # --- service ----------------------------------------------------------------------------
 
 DEFAULT_PORT = 50051

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -110,6 +111,10 @@ class Sample:
     profile: str = ""
     throughput: float = 0.0
     """Items/s per worker, 0 when not measured."""
+    execution_id: str = ""
+    """The runner's execution: an OOM and the retry that fitted share it."""
+    features: Mapping[str, float] = field(default_factory=dict)
+    """The request's features, for the per-action model of peak on inputs."""
     at_s: float = field(init=False, repr=False, compare=False)
     """`at` as POSIX seconds, computed once: decays weigh every sample on every Recommend, and
     datetime arithmetic cost them more than the rest of the estimate."""
@@ -168,6 +173,8 @@ class StoredRecommendation:
     parent_id: str | None = None
     oom_at: datetime | None = None
     oom_observed_peak_mib: float | None = None
+    declared_memory_mib: int = 0
+    """The user's own figure in the request, kept for the population prior."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from recommender.core.catalog import MigProfile
 from recommender.core.domain import Decision, Node, Pool, Request, Rung, Strategy
 from recommender.core.estimation import FALLBACK, Estimate
 from recommender.core.placement import PlacementError, place, place_whole_gpus
+from recommender.core.predictive import Predictive, expected_cost
 from recommender.core.throughput import ThroughputCurve
 
 LADDER = "ladder"
@@ -230,6 +231,22 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
     return None, ""
 
 
+def _by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float
+                      ) -> tuple[float | None, dict[int, float]]:
+    """The slice memory of least expected cost on this pool, and each size's expected cost.
+
+    Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), an
+    OOM penalty and the climb through the sizes above (`predictive.expected_cost`). Sizes below
+    what is known to be needed are never candidates."""
+    sizes = sorted({float(p.memory_mib) for p in profiles})
+    costs = {int(s): expected_cost(sizes, i, need, config.OOM_PENALTY)
+             for i, s in enumerate(sizes) if s >= floor_mib}
+    if not costs:
+        return None, {}
+    best = min(costs, key=lambda s: (costs[s], s))
+    return float(best), costs
+
+
 def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = False,
               curve: ThroughputCurve | None = None) -> Decision:
     """The option that fits the estimate and wastes least memory; the ladder above it.
@@ -244,16 +261,22 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     largest: list[tuple[int, int, Option]] = []
     reasons: dict[str, str] = {}
     need = estimate.mib if estimate else None
+    predictive = estimate.predictive if estimate else None
     for index, pool in pools:
         profiles = candidate_profiles(pool, more_compute_first=sm_hungry)
         why = "no profile"
-        for profile in profiles if need is not None else []:
-            assert need is not None
-            if profile.memory_mib < need:
+        pool_need = need
+        costs: dict[int, float] = {}
+        if predictive is not None and estimate is not None:
+            pool_need, costs = _by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
+        for profile in profiles if pool_need is not None else []:
+            assert pool_need is not None
+            if profile.memory_mib < pool_need:
                 continue
             option, why = _option(index, pool, profile, count, memo)
             if option is not None:
-                waste = (profile.memory_mib - need) * count
+                waste = (costs[profile.memory_mib] if costs
+                         else profile.memory_mib - pool_need) * count
                 fitting.append((waste, profile.compute_slices * count, index, option))
                 break
         for profile in reversed(profiles):
@@ -269,8 +292,14 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     throughput = 0.0
     if fitting:
         chosen = min(fitting, key=lambda t: t[:3])[3]
-        notes.append("the smallest slice that fits" if len(pools) == 1 else
-                     "the fitting slice that wastes least memory among the offered pools")
+        if predictive is not None:
+            notes.append(
+                f"the slice of least expected cost (memory plus {config.OOM_PENALTY:g}x the "
+                f"slice for an OOM, {predictive.survival(chosen.profile.memory_mib):.1%} "
+                "likely)" + ("" if len(pools) == 1 else " among the offered pools"))
+        else:
+            notes.append("the smallest slice that fits" if len(pools) == 1 else
+                         "the fitting slice that wastes least memory among the offered pools")
     else:
         mib, _, chosen = max(largest, key=lambda t: t[:2])
         floor = estimate.hard_floor_mib if estimate else 0.0

@@ -20,6 +20,7 @@ from recommender.core.domain import (
     Sample,
     StoredRecommendation,
 )
+from recommender.core.population import PopulationSample
 
 
 class RecommendationStore(Protocol):
@@ -46,6 +47,9 @@ class RecommendationStore(Protocol):
     def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
                        pool_id: str = "") -> list[Run]:
         """Executions on `gpu_model` (and `pool_id`) that ran in [since, until), as demand."""
+        ...
+    def population_samples(self, limit: int) -> list[PopulationSample]:
+        """The `limit` most recent executions across actions, for the population prior."""
         ...
 
 

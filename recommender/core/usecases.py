@@ -9,6 +9,9 @@ says so.
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -37,7 +40,9 @@ from recommender.core.estimation import (
     mean_sm_utilisation,
 )
 from recommender.core.layout import RecordedAdvice, advise_recorded
+from recommender.core.online import ActionModels
 from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommend
+from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
 
@@ -75,9 +80,37 @@ class UseCases:
     ) -> None:
         self.store = store
         self.cache = cache
-        self.estimator = estimator or default_estimator(learned)
+        self.action_models = ActionModels()
+        self._population: Population | None = None
+        self._population_read_at = -math.inf
+        self._records_since_population = 0
+        self._population_rows = 0
+        self._population_lock = threading.Lock()
+        self.estimator = estimator or default_estimator(learned, self.action_models,
+                                                        self.population)
         self.clock = clock
         self.catalog = catalog or load_catalog()
+
+    def population(self) -> Population | None:
+        """What other actions say about a new one, read again now and then (POPULATION_*):
+        by one caller at a time, the others meanwhile use what was read before."""
+        # A young service (few rows read) refreshes after a tenth as many new records: its
+        # first actions are the whole population.
+        every = min(config.POPULATION_REFRESH_RECORDS, max(1, self._population_rows // 10))
+        stale = (time.monotonic() - self._population_read_at > config.POPULATION_REFRESH_S
+                 or self._records_since_population >= every)
+        if stale and self._population_lock.acquire(blocking=False):
+            try:
+                self._records_since_population = 0
+                self._population_read_at = time.monotonic()
+                rows = self.store.population_samples(config.POPULATION_SAMPLES)
+                self._population_rows = len(rows)
+                self._population = build_population(rows)
+            except StoreUnavailable as e:
+                log.warning("population prior not refreshed: %s", e)
+            finally:
+                self._population_lock.release()
+        return self._population
 
     def _samples(self, action_id: str) -> list[Sample]:
         if self.cache is None:
@@ -136,6 +169,7 @@ class UseCases:
             action_id=request.action_id,
             execution_id=request.execution_id,
             decision=decision,
+            declared_memory_mib=request.declared_memory_mib,
         )
         return Answer(rec, self._save(rec))
 
@@ -181,6 +215,7 @@ class UseCases:
             action_id=parent.action_id,
             execution_id=parent.execution_id,
             parent_id=parent.id,
+            declared_memory_mib=parent.declared_memory_mib,
             decision=Decision(
                 rung=rung,
                 predicted_peak_mib=need,
@@ -200,6 +235,7 @@ class UseCases:
         """True when recorded now, False when the execution_id was already there."""
         created = self.store.record_execution(execution, self.clock())
         self._changed(execution.action_id)
+        self._records_since_population += created
         return created
 
     def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
