@@ -11,7 +11,10 @@ corner cases:
 - `save_rung_after_oom` stores one rung per parent: a retry gets the rung stored first, and the
   parent is marked only together with a rung that was stored;
 - `action_samples` gives the `limit` newest executions, then the `limit` newest OOMs known
-  only from NextAfterOom (a recommendation marked OOM that no recorded execution names);
+  only from NextAfterOom (a recommendation marked OOM whose execution was not recorded, under
+  the recommendation's id or the runner's execution id);
+- `population_samples` gives the newest executions of any action that fitted or ran out of
+  memory, with what they needed;
 - `runs_in_window` gives the executions on a GPU model that overlap the window, as demand;
 - `list_history` is keyset-paginated on (created_at, id), newest first, with the same filters;
   it raises ValueError ("page_token: ...") for a token it did not issue.
@@ -40,6 +43,8 @@ from recommender.core.domain import (
     StoredRecommendation,
     StoreUnavailable,
 )
+from recommender.core.estimation import oom_bumped
+from recommender.core.population import PopulationSample
 
 Key = tuple[datetime, str]
 """(created_at, id): the order of the history, newest first."""
@@ -182,20 +187,43 @@ class InMemoryStore:
             executions = sorted((e for e in self._executions.values()
                                  if e.action_id == action_id),
                                 key=lambda e: e.ended_at, reverse=True)[:limit]
+            # Recorded: for the recommendation itself, or (a retry through NextAfterOom) under
+            # the runner's execution id the recommendation was made for.
             recorded = {e.recommendation_id for e in self._executions.values()}
             ooms = sorted((r for r in self._recommendations.values()
                            if r.action_id == action_id and r.oom_at is not None
-                           and r.id not in recorded),
+                           and r.id not in recorded
+                           and not (r.execution_id and r.execution_id in self._executions)),
                           key=lambda r: r.oom_at or r.created_at, reverse=True)[:limit]
         samples = [Sample(at=e.ended_at, peak_mib=e.peak_memory_mib,
                           slice_mib=e.slice_memory_mib, outcome=e.outcome,
                           sm_utilization=e.sm_utilization, gpu_model=e.gpu_model,
-                          profile=e.profile, throughput=e.throughput) for e in executions]
+                          profile=e.profile, throughput=e.throughput,
+                          execution_id=e.execution_id, features=dict(e.features))
+                   for e in executions]
         return samples + [
             Sample(at=r.oom_at, peak_mib=r.oom_observed_peak_mib or 0.0,
-                   slice_mib=r.decision.rung.profile.memory_mib, outcome=Outcome.OOM)
+                   slice_mib=r.decision.rung.profile.memory_mib, outcome=Outcome.OOM,
+                   execution_id=r.execution_id)
             for r in ooms if r.oom_at is not None
         ]
+
+    def population_samples(self, limit: int) -> list[PopulationSample]:
+        """As `SqlStore.population_samples`: the `limit` latest executions of any action that
+        say how much memory was needed (an OOM's bumped value), with the declared memory of
+        their recommendation (0 when this store does not hold it)."""
+        with self._lock:
+            self._check()
+            latest = sorted((e for e in self._executions.values()
+                             if e.outcome in (Outcome.SUCCEEDED, Outcome.OOM)),
+                            key=lambda e: e.ended_at, reverse=True)[:limit]
+            declared = {e.execution_id: rec.declared_memory_mib for e in latest
+                        if (rec := self._recommendations.get(e.recommendation_id)) is not None}
+        return [PopulationSample(
+            action_id=e.action_id, at_s=e.ended_at.timestamp(),
+            need_mib=(e.peak_memory_mib if e.outcome is Outcome.SUCCEEDED
+                      else oom_bumped(e.slice_memory_mib, e.peak_memory_mib)),
+            declared_mib=float(declared.get(e.execution_id, 0))) for e in latest]
 
     def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
                        pool_id: str = "") -> list[Run]:

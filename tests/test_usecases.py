@@ -175,6 +175,38 @@ def test_runs_in_window_are_the_executions_that_overlap_it(any_store: Store,
     assert runs("elsewhere") == []
 
 
+def test_an_oom_is_dropped_once_its_retry_is_recorded(any_store: Store,
+                                                      catalog: Catalog) -> None:
+    """The runner records the execution under its own id, for the rung that fitted: the
+    failed attempt's censored sample gives way to the true peak."""
+    use_cases = at(T0, any_store, catalog)
+    first = use_cases.recommend(replace(req(catalog), execution_id="run-1")).recommendation
+    rung = use_cases.next_after_oom(first.id, 9000).recommendation
+    assert [(s.outcome, s.execution_id) for s in any_store.action_samples("act", 10)] == [
+        (Outcome.OOM, "run-1")]
+    use_cases.record_execution(execution("run-1", peak=12000, rec=rung.id))
+    samples = any_store.action_samples("act", 10)
+    assert [(s.outcome, s.peak_mib, s.execution_id) for s in samples] == [
+        (Outcome.SUCCEEDED, 12000, "run-1")]
+    assert samples[0].features == {"batch": 8.0}
+
+
+def test_population_samples_are_the_latest_fits_and_ooms_of_any_action(
+        any_store: Store, catalog: Catalog) -> None:
+    rec = at(T0, any_store, catalog).recommend(req(catalog, "b")).recommendation  # 7,500 declared
+    any_store.record_execution(execution("a1", "a", peak=3000, at=T0 + timedelta(hours=1)), T0)
+    any_store.record_execution(execution("b1", "b", peak=9800, outcome=Outcome.OOM, rec=rec.id,
+                                         at=T0 + timedelta(hours=2)), T0)
+    any_store.record_execution(execution("c1", "c", outcome=Outcome.FAILED,
+                                         at=T0 + timedelta(hours=3)), T0)
+    got = any_store.population_samples(10)
+    assert [(p.action_id, p.at_s, p.declared_mib) for p in got] == [
+        ("b", (T0 + timedelta(hours=2)).timestamp(), 7500.0),
+        ("a", (T0 + timedelta(hours=1)).timestamp(), 0.0)]
+    assert got[1].need_mib == 3000 and got[0].need_mib > 9856  # an OOM: more than its slice
+    assert [p.action_id for p in any_store.population_samples(1)] == ["b"]
+
+
 class CountingReads:
     """Any store, counting its history reads."""
 
@@ -359,8 +391,10 @@ def test_the_fake_answers_a_scripted_history_as_sql_does(tmp_path: Path,
                     outcome=Outcome.OOM if peak > 9856 else Outcome.SUCCEEDED)))
                 out.append(uc.record_execution(execution(f"e{i}", action)))  # a retry
         for action in ("act-0", "act-1", "act-2"):
-            out.append([(s.at, s.peak_mib, s.slice_mib, s.outcome)
+            out.append([(s.at, s.peak_mib, s.slice_mib, s.outcome, s.execution_id)
                         for s in store.action_samples(action, 5)])
+        out.append([(p.action_id, p.at_s, p.need_mib, p.declared_mib)
+                    for p in store.population_samples(20)])
         for outcome in ("", "fitted", "oom", "unknown"):
             token, pages = "", []
             while True:
