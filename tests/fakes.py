@@ -13,6 +13,8 @@ corner cases:
 - `action_samples` gives the `limit` newest executions, then the `limit` newest OOMs known
   only from NextAfterOom (a recommendation marked OOM whose execution was not recorded, under
   the recommendation's id or the runner's execution id);
+- `throughput_summary` gives the mean throughput of successful executions per (action, GPU
+  model, profile, count);
 - `population_samples` gives the newest executions of any action that fitted or ran out of
   memory, with what they needed;
 - `runs_in_window` gives the executions on a GPU model that overlap the window, as demand;
@@ -42,6 +44,7 @@ from recommender.core.domain import (
     Sample,
     StoredRecommendation,
     StoreUnavailable,
+    ThroughputRow,
 )
 from recommender.core.estimation import oom_bumped
 from recommender.core.population import PopulationSample
@@ -199,12 +202,13 @@ class InMemoryStore:
                           slice_mib=e.slice_memory_mib, outcome=e.outcome,
                           sm_utilization=e.sm_utilization, gpu_model=e.gpu_model,
                           profile=e.profile, throughput=e.throughput,
-                          execution_id=e.execution_id, features=dict(e.features))
+                          execution_id=e.execution_id, features=dict(e.features),
+                          count=e.count, recommendation_id=e.recommendation_id)
                    for e in executions]
         return samples + [
             Sample(at=r.oom_at, peak_mib=r.oom_observed_peak_mib or 0.0,
                    slice_mib=r.decision.rung.profile.memory_mib, outcome=Outcome.OOM,
-                   execution_id=r.execution_id)
+                   recommendation_id=r.id, run_id=r.execution_id)
             for r in ooms if r.oom_at is not None
         ]
 
@@ -224,6 +228,18 @@ class InMemoryStore:
             need_mib=(e.peak_memory_mib if e.outcome is Outcome.SUCCEEDED
                       else oom_bumped(e.slice_memory_mib, e.peak_memory_mib)),
             declared_mib=float(declared.get(e.execution_id, 0))) for e in latest]
+
+    def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
+        """As `SqlStore.throughput_summary`: the mean per-worker throughput of successful
+        executions ended since `since`, per (action, GPU model, profile, count)."""
+        groups: dict[tuple[str, str, str, int], list[float]] = {}
+        with self._lock:
+            self._check()
+            for e in self._executions.values():
+                if e.outcome is Outcome.SUCCEEDED and e.throughput > 0 and e.ended_at >= since:
+                    key = (e.action_id, e.gpu_model, e.profile, e.count)
+                    groups.setdefault(key, []).append(e.throughput)
+        return [ThroughputRow(*key, sum(v) / len(v), len(v)) for key, v in groups.items()]
 
     def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
                        pool_id: str = "") -> list[Run]:

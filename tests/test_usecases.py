@@ -182,12 +182,12 @@ def test_an_oom_is_dropped_once_its_retry_is_recorded(any_store: Store,
     use_cases = at(T0, any_store, catalog)
     first = use_cases.recommend(replace(req(catalog), execution_id="run-1")).recommendation
     rung = use_cases.next_after_oom(first.id, 9000).recommendation
-    assert [(s.outcome, s.execution_id) for s in any_store.action_samples("act", 10)] == [
-        (Outcome.OOM, "run-1")]
+    assert [(s.outcome, s.execution_id, s.recommendation_id, s.run_id)
+            for s in any_store.action_samples("act", 10)] == [(Outcome.OOM, "", first.id, "run-1")]
     use_cases.record_execution(execution("run-1", peak=12000, rec=rung.id))
     samples = any_store.action_samples("act", 10)
-    assert [(s.outcome, s.peak_mib, s.execution_id) for s in samples] == [
-        (Outcome.SUCCEEDED, 12000, "run-1")]
+    assert [(s.outcome, s.peak_mib, s.execution_id, s.recommendation_id) for s in samples] == [
+        (Outcome.SUCCEEDED, 12000, "run-1", rung.id)]
     assert samples[0].features == {"batch": 8.0}
 
 
@@ -205,6 +205,20 @@ def test_population_samples_are_the_latest_fits_and_ooms_of_any_action(
         ("a", (T0 + timedelta(hours=1)).timestamp(), 0.0)]
     assert got[1].need_mib == 3000 and got[0].need_mib > 9856  # an OOM: more than its slice
     assert [p.action_id for p in any_store.population_samples(1)] == ["b"]
+
+
+def test_throughput_summary_averages_the_fits_per_profile_and_count(any_store: Store) -> None:
+    for eid, tput, count, outcome, at_ in (
+            ("a", 10.0, 1, Outcome.SUCCEEDED, T0), ("b", 20.0, 1, Outcome.SUCCEEDED, T0),
+            ("c", 5.0, 2, Outcome.SUCCEEDED, T0), ("d", 99.0, 1, Outcome.OOM, T0),
+            ("e", 0.0, 1, Outcome.SUCCEEDED, T0), ("old", 1.0, 1, Outcome.SUCCEEDED,
+                                                     T0 - timedelta(days=30))):
+        any_store.record_execution(replace(execution(eid, at=at_), throughput=tput,
+                                           count=count, outcome=outcome), T0)
+    rows = sorted((r.action_id, r.gpu_model, r.profile, r.count, r.throughput, r.executions)
+                  for r in any_store.throughput_summary(T0 - timedelta(days=1)))
+    assert rows == [("act", "A100-40GB", "1g.10gb", 1, pytest.approx(15.0), 2),
+                    ("act", "A100-40GB", "1g.10gb", 2, pytest.approx(5.0), 1)]
 
 
 class CountingReads:

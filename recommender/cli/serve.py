@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recommender.core.catalog import load_catalog
     from recommender.core.usecases import UseCases
     from recommender.learning.serving import ModelHolder
+    from recommender.rpc import tracing
     from recommender.rpc.auth import resolve_admin_token
     from recommender.rpc.metrics import serve_metrics
     from recommender.rpc.server import (
@@ -36,6 +38,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
     admin_token = resolve_admin_token(args.admin_token, args.admin_token_file)
+    try:
+        tracing.configure()  # on when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set
+    except tracing.TracingConfigError as e:
+        print(f"tracing: {e}", file=sys.stderr)
+        return 2
     url = database_url(args)
     engine = connect(url)
     migrate(engine)
@@ -52,7 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if engine.dialect.name == "postgresql":
         # Other replicas may record executions: trust the cache only while listening.
         cache.enabled = False
-        listener = ActionListener(engine, cache)
+        listener = ActionListener(engine, cache, origin=store.origin)
         listener.start()
     tls = None
     if args.tls_cert or args.tls_key:
@@ -70,6 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     max_workers=args.rpc_threads or config.RPC_THREADS)
     print(f"recommender listening on {args.host}:{running.port}", flush=True)
     serve_until_signalled(running, stop)
+    tracing.shutdown()  # exports the spans still queued
     learned.stop()
     if listener is not None:
         listener.stop()

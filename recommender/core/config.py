@@ -158,17 +158,64 @@ MAX_MEMORY_MIB = 2**24
 
 THROUGHPUT_EXPONENT_DOWN = 0.9
 THROUGHPUT_EXPONENT_UP = 0.5
-"""Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when an action has
-been measured at one size only. Fitted over ParvaGPU's A100 table (89 model x batch pairs) the
-exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should cost slices, not
-the target: towards smaller slices assume near-linear loss (0.9), towards larger ones a modest
-gain (0.5), so an untried size is never predicted much faster than it is likely to be."""
-
-THROUGHPUT_MAX_EXPONENT = 1.1
-"""More compute slices never speed a worker up much beyond linearly; a steeper fit is noise."""
+"""Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when a size lies
+outside the sizes an action was measured at and fewer than THROUGHPUT_MIN_POPULATION other
+actions show the step between the two sizes. Fitted over ParvaGPU's A100 table (89 model x
+batch pairs) the exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should
+cost slices, not the target: towards smaller slices assume near-linear loss (0.9), towards
+larger ones a modest gain (0.5), so an untried size is never predicted much faster than it is
+likely to be."""
 
 THROUGHPUT_HISTORY = 200
 """Most recent successful executions with a throughput used to fit an action's curve."""
+
+THROUGHPUT_MATCH_DISTANCE = 0.10
+"""Two actions have the same curve shape when, scaled to agree at one size, their log throughput
+at the other sizes both ran differs by at most this (RMS): 10 %, a few times the run-to-run
+noise of a throughput measurement and a seventh of the gap between a flat and a linear curve
+over a doubling of slices (log 2 = 0.69 for a linear curve, 0 for a flat one)."""
+
+THROUGHPUT_NEIGHBOURS = 5
+"""A size an action never ran is predicted by at most this many of the most similar actions,
+and the most cautious of them is taken: enough that one odd neighbour is outvoted by caution,
+few enough that they stay similar."""
+
+THROUGHPUT_MIN_NEIGHBOURS = 2
+"""Fewest matching actions before their shape is borrowed: one neighbour may be a coincidence;
+below this the curve interpolates its own measurements or extrapolates cautiously."""
+
+THROUGHPUT_MIN_POPULATION = 5
+"""Fewest actions (of the same GPU model, measured at both sizes) before the population's ratio
+between two sizes replaces the default exponents when extrapolating from one measured size."""
+
+THROUGHPUT_POPULATION_QUANTILE = 0.10
+"""Extrapolating from one measured size, with no shape to match, the step to another size is
+the population's 10th percentile: a guess that is too low costs a worker, one that is too high
+misses the target, so it is biased low; one action in ten may still be slower."""
+
+THROUGHPUT_DELTA_PRIOR = 3.0
+"""Executions with several workers are shrunk towards perfect scaling (MIG instances share no
+compute) as if this many had shown it: the exponent moves fully only with evidence."""
+
+THROUGHPUT_MAX_DELTA = 0.5
+"""The learned exponent is capped here (total throughput grows at least as n^0.5): past it more
+workers barely add throughput, the count a target needs explodes (1 / (1 - delta) in the
+exponent), and a target that far out of reach is answered with the best reachable anyway."""
+
+THROUGHPUT_POPULATION_TTL_S = 300.0
+"""How long the use case keeps the population of throughput curves before reading it again (in
+the background). It changes only as executions on new sizes accumulate, so a new size shows up
+across actions within five minutes; the read is one grouped scan of recent executions (about a
+second at 200,000 of them), so once per replica per five minutes, not per Recommend."""
+
+THROUGHPUT_POPULATION_TIMEOUT_S = 60.0
+"""Statement timeout of that background read on PostgreSQL, instead of the runner's 2 s: a
+scan of a few million executions takes seconds; one that takes a minute is a database in
+trouble, and the previous population keeps serving."""
+
+THROUGHPUT_POPULATION_DAYS = 90
+"""Executions older than this do not shape the population (drivers, frameworks and models
+change); an action's own history is bounded by HISTORY_WINDOW instead."""
 
 MAX_NODES_SCORED = 64
 """Nodes whose placements are compared for fragmentation; beyond that the first fit is taken."""

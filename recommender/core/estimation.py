@@ -32,8 +32,6 @@ PRIOR = "prior"
 HISTORY = "history"
 MODEL = "model"
 FALLBACK = "fallback"
-ONLINE = "online"
-"""The action's own model, learned online from its executions."""
 POPULATION = "population"
 """A new action's prior learned from other actions."""
 
@@ -333,7 +331,7 @@ class OnlineModel:
             return None
         mib = need.quantile(config.ESTIMATE_QUANTILE)
         return Estimate(
-            mib=mib, source=ONLINE if fit.design.features or fit.design.trend else HISTORY,
+            mib=mib, source=HISTORY,
             quantile=config.ESTIMATE_QUANTILE,
             detail=f"{fit.design.name} over {fit.samples} executions: {need.describe()}, "
             f"p{config.ESTIMATE_QUANTILE * 100:g} {mib:,.0f} MiB",

@@ -7,9 +7,9 @@ pod on one node), and priced by the memory it would waste.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from recommender.core import config
 from recommender.core.catalog import MigProfile
@@ -85,31 +85,24 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     if not profile.whole_gpu and not pool.gpu_model.placements_known:
         return None, 0, f"{pool.gpu_model.id} has no known placement table: cannot place MIG slices"
     units = pool.gpu_model.placement_units or 0
-    nodes = sorted(pool.nodes, key=lambda n: -n.busy_gpus)
     best: tuple[tuple[int, int], Node] | None = None
     scored = 0
-    for node in nodes:
-        if _room_at_most(node, profile, units) < count:
-            continue  # cannot fit even ignoring overlaps between the new instances
-        try:
-            if profile.whole_gpu:
-                found = place_whole_gpus(count, node.gpus)
-            else:
-                found = place(pool.gpu_model, [profile] * count, node.gpus)
-        except PlacementError as e:
-            return None, 0, str(e)
-        if found is None:
+    key = (pool.gpu_model.id, units, profile, count)
+    for node in pool.nodes_by_busy:
+        # A node's answer depends only on the node, the model and the request: kept on the
+        # node, it serves the fit, the fallback and the ladder, and, when the runner lists
+        # the same node again (`rpc.convert` hands out the same Node for the same bytes),
+        # the next calls too.
+        score_or_none = node.placements.get(key, _UNSCORED)
+        if score_or_none is _UNSCORED:
+            try:
+                score_or_none = _score(pool, node, profile, count, units)
+            except PlacementError as e:
+                return None, 0, str(e)
+            node.placements[key] = score_or_none
+        if score_or_none is None:
             continue
-        broken = sum(1 for g in found.gpus_used if node.gpus[g].idle)
-        left = 0
-        if not profile.whole_gpu:
-            used_units = {g: sum(a.size for a in found.assignments if a.gpu_index == g)
-                          for g in found.gpus_used}
-            left = sum(
-                units - sum(sz for _, sz in node.gpus[g].occupied) - used_units[g]
-                for g in found.gpus_used
-            )
-        score = (broken, left)
+        score = score_or_none
         if best is None or score < best[0]:
             best = (score, node)
         scored += 1
@@ -118,6 +111,41 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     if best is None:
         return None, 0, f"no node has room for {count} x {profile.name}"
     return best[1].node_id, len(best[1].gpus), ""
+
+
+_UNSCORED: Any = object()
+
+
+def _score(pool: Pool, node: Node, profile: MigProfile, count: int, units: int
+           ) -> tuple[int, int] | None:
+    """(idle GPUs broken, free units left on the GPUs used) of placing `count` x `profile`
+    on the node, or None when they do not fit. Raises PlacementError."""
+    rule = profile.placement
+    if rule is not None and not profile.whole_gpu:
+        free = node.placements.get(("free units", units))
+        if free is None:
+            free = node.placements[("free units", units)] = sum(
+                units - g.used_mask.bit_count() for g in node.gpus)
+        if free // rule.size < count:
+            return None  # not enough free units at all: the cheapest bound, once per node
+    if _room_at_most(node, profile, units) < count:
+        return None  # cannot fit even ignoring overlaps between the new instances
+    if profile.whole_gpu:
+        found = place_whole_gpus(count, node.gpus)
+    else:
+        found = place(pool.gpu_model, [profile] * count, node.gpus)
+    if found is None:
+        return None
+    broken = sum(1 for g in found.gpus_used if node.gpus[g].idle)
+    left = 0
+    if not profile.whole_gpu:
+        used_units = {g: sum(a.size for a in found.assignments if a.gpu_index == g)
+                      for g in found.gpus_used}
+        left = sum(
+            units - sum(sz for _, sz in node.gpus[g].occupied) - used_units[g]
+            for g in found.gpus_used
+        )
+    return broken, left
 
 
 def _room_at_most(node: Node, profile: MigProfile, units: int) -> int:
@@ -205,22 +233,25 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
         for profile in candidate_profiles(pool, more_compute_first=sm_hungry):
             if need is not None and profile.memory_mib < need:
                 continue
-            per_worker = curve.predict(pool.gpu_model.id, profile.compute_slices)
-            if per_worker is None or per_worker <= 0:
+            model, slices = pool.gpu_model.id, profile.compute_slices
+            needed = curve.count_for(model, slices, target)
+            if needed is None:
                 continue
-            count = max(low, math.ceil(target / per_worker - 1e-9))
+            count = max(low, needed)
             if count <= high:
                 option, _ = _option(index, pool, profile, count, memo)
                 if option is not None:
                     cost = (profile.compute_slices * count, profile.memory_mib * count, index)
-                    meeting.append((cost, _Choice(option, count, per_worker * count)))
+                    meeting.append((cost, _Choice(option, count,
+                                                  curve.total(model, slices, count) or 0.0)))
                     continue
             # Best reachable: the most workers that can be placed, up to max_workers.
             for n in range(min(count, high), low - 1, -1):
                 option, _ = _option(index, pool, profile, n, memo)
                 if option is not None:
-                    key = (-per_worker * n, profile.compute_slices * n, index)
-                    reachable.append((key, _Choice(option, n, per_worker * n)))
+                    total = curve.total(model, slices, n) or 0.0
+                    key = (-total, profile.compute_slices * n, index)
+                    reachable.append((key, _Choice(option, n, total)))
                     break
     if meeting:
         return min(meeting, key=lambda t: t[0])[1], ""
@@ -327,7 +358,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
                 notes += [
                     f"fewest GPU slices for {request.target_throughput:,.1f} items/s: "
                     f"{count} x {throughput / count:,.1f} items/s predicted "
-                    f"({curve.describe()})"
+                    f"({curve.describe(chosen.pool.gpu_model.id, chosen.profile.compute_slices)})"
                 ]
                 if shortfall:
                     notes.append(shortfall)

@@ -19,6 +19,7 @@ from recommender.core.domain import (
     ModelVersion,
     Sample,
     StoredRecommendation,
+    ThroughputRow,
 )
 from recommender.core.population import PopulationSample
 
@@ -47,6 +48,10 @@ class RecommendationStore(Protocol):
     def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
                        pool_id: str = "") -> list[Run]:
         """Executions on `gpu_model` (and `pool_id`) that ran in [since, until), as demand."""
+        ...
+    def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
+        """Mean per-worker throughput per (action, GPU model, profile, count) since `since`:
+        what the throughput curves of other actions are learned from."""
         ...
     def population_samples(self, limit: int) -> list[PopulationSample]:
         """The `limit` most recent executions across actions, for the population prior."""

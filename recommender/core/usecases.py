@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from recommender.core import config
-from recommender.core.cache import ActionCache
+from recommender.core.cache import ActionCache, Change, with_execution, with_oom
 from recommender.core.catalog import Catalog, GpuModel, load_catalog
 from recommender.core.domain import (
     Decision,
@@ -31,6 +31,7 @@ from recommender.core.domain import (
     Sample,
     StoredRecommendation,
     StoreUnavailable,
+    ThroughputRow,
 )
 from recommender.core.estimation import (
     FALLBACK,
@@ -45,8 +46,18 @@ from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommen
 from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
+from recommender.core.throughput_population import PopulationCache
 
 log = logging.getLogger(__name__)
+
+
+def sample_of(e: Execution) -> Sample:
+    """An execution as `Store.action_samples` reads it back."""
+    return Sample(at=e.ended_at, peak_mib=e.peak_memory_mib, slice_mib=e.slice_memory_mib,
+                  outcome=e.outcome, sm_utilization=e.sm_utilization, gpu_model=e.gpu_model,
+                  profile=e.profile, throughput=e.throughput, execution_id=e.execution_id,
+                  recommendation_id=e.recommendation_id, features=dict(e.features),
+                  count=e.count)
 
 
 class UnknownRecommendation(LookupError):
@@ -87,11 +98,12 @@ class UseCases:
         self._population_rows = 0
         self._population_lock = threading.Lock()
         self.estimator = estimator or default_estimator(learned, self.action_models,
-                                                        self.population)
+                                                        self.memory_population)
         self.clock = clock
         self.catalog = catalog or load_catalog()
+        self.throughput_population = PopulationCache(self.catalog, self._throughput_rows, clock)
 
-    def population(self) -> Population | None:
+    def memory_population(self) -> Population | None:
         """What other actions say about a new one, read again now and then (POPULATION_*):
         by one caller at a time, the others meanwhile use what was read before."""
         # A young service (few rows read) refreshes after a tenth as many new records: its
@@ -123,12 +135,38 @@ class UseCases:
         self.cache.put(action_id, samples, read_at, generation)
         return samples
 
+    def _throughput_rows(self, since: datetime) -> list[ThroughputRow] | None:
+        try:
+            return self.store.throughput_summary(since)
+        except StoreUnavailable as e:
+            log.warning("throughput population not read: %s", e)
+            return None
+
     def _changed(self, action_id: str) -> None:
+        """The action changed in a way the cache cannot follow (or may have: a write that
+        failed may still have committed): read it again next time."""
         if self.cache is not None:
             self.cache.invalidate(action_id)
 
-    def throughput_curve(self, samples: list[Sample]) -> ThroughputCurve | None:
-        """The action's throughput-by-profile curve from its successful executions."""
+    def _wrote(self, action_id: str, change: Change) -> None:
+        """This replica committed a change: the cached history follows it in place (the
+        runner's Recommend, RecordExecution, Recommend ... keeps hitting the cache)."""
+        if self.cache is not None:
+            self.cache.update(action_id, change)
+
+    def _oom_marked(self, parent: StoredRecommendation, observed_peak_mib: float,
+                    at: datetime, *, overwrite: bool) -> None:
+        oom = Sample(at=at, peak_mib=observed_peak_mib or 0.0,
+                     slice_mib=parent.decision.rung.profile.memory_mib, outcome=Outcome.OOM,
+                     recommendation_id=parent.id, run_id=parent.execution_id)
+        self._wrote(parent.action_id, lambda samples: with_oom(
+            samples, oom, config.HISTORY_WINDOW, overwrite=overwrite))
+
+    def throughput_curve(self, samples: list[Sample], action_id: str = ""
+                         ) -> ThroughputCurve | None:
+        """The action's throughput-by-profile curve from its successful executions, with the
+        shapes of other actions on the same GPU models (PopulationCache) for sizes it never
+        ran."""
         points = []
         for s in samples:
             if s.outcome is not Outcome.SUCCEEDED or s.throughput <= 0:
@@ -137,8 +175,12 @@ class UseCases:
             profile = model.profile(s.profile) if model else None
             if model is None or profile is None:
                 continue
-            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput))
-        return fit_curve(points[: config.THROUGHPUT_HISTORY])
+            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput,
+                                           max(s.count, 1)))
+        if not points:
+            return None
+        return fit_curve(points[: config.THROUGHPUT_HISTORY], self.throughput_population.get(),
+                         action_id, self.throughput_population.memory_slices)
 
     def recommend(self, request: Request) -> Answer:
         now = self.clock()
@@ -153,7 +195,8 @@ class UseCases:
                             action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
         sm = mean_sm_utilisation(samples, now)
-        curve = self.throughput_curve(samples) if request.target_throughput > 0 else None
+        curve = (self.throughput_curve(samples, request.action_id)
+                 if request.target_throughput > 0 else None)
         decision = recommend(
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
             curve=curve,
@@ -200,8 +243,12 @@ class UseCases:
         try:
             rung, above = next_rung(d.ladder, need)
         except LadderExhausted:
-            self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)
-            self._changed(parent.action_id)
+            try:
+                self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)
+            except BaseException:
+                self._changed(parent.action_id)
+                raise
+            self._oom_marked(parent, observed_peak_mib, now, overwrite=False)
             raise
         reason = (
             f"OOM in {d.rung.profile.name} ({d.rung.profile.memory_mib:,} MiB)"
@@ -227,14 +274,28 @@ class UseCases:
                 attempt=d.attempt + 1,
             ),
         )
-        stored = self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
-        self._changed(parent.action_id)
+        try:
+            stored = self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
+        except BaseException:
+            self._changed(parent.action_id)
+            raise
+        if stored is child:
+            self._oom_marked(parent, observed_peak_mib, now, overwrite=True)
+        else:  # a concurrent retry marked it first, at its own time
+            self._changed(parent.action_id)
         return Answer(stored, True)
 
     def record_execution(self, execution: Execution) -> bool:
         """True when recorded now, False when the execution_id was already there."""
-        created = self.store.record_execution(execution, self.clock())
-        self._changed(execution.action_id)
+        try:
+            created = self.store.record_execution(execution, self.clock())
+        except BaseException:
+            self._changed(execution.action_id)  # it may have committed all the same
+            raise
+        if created:
+            new = sample_of(execution)
+            self._wrote(execution.action_id,
+                        lambda samples: with_execution(samples, new, config.HISTORY_WINDOW))
         self._records_since_population += created
         return created
 

@@ -22,7 +22,7 @@ from recommender.core.catalog import Catalog
 from recommender.core.domain import StoreUnavailable
 from recommender.core.policy import LadderExhausted, NoFit
 from recommender.core.usecases import UnknownRecommendation, UseCases
-from recommender.rpc import metrics
+from recommender.rpc import metrics, tracing
 from recommender.rpc.convert import (
     InvalidArgument,
     execution_from_pb,
@@ -52,10 +52,12 @@ ERRORS: list[tuple[type[Exception], grpc.StatusCode]] = [
 
 def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
            fn: Callable[[], R]) -> R:
-    """Runs one call: maps domain errors to status codes and writes the access line."""
+    """Runs one call: maps domain errors to status codes and writes the access line (and the
+    call's span, when tracing is on)."""
     start = time.perf_counter()
     code = grpc.StatusCode.OK
     message = ""
+    span = tracing.start_call(method, context)
     try:
         return fn()
     except Exception as e:
@@ -70,16 +72,34 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         raise  # unreachable: abort raises
     finally:
         seconds = time.perf_counter() - start
-        line: dict[str, Any] = {
-            "method": method,
-            "code": code.name,
-            "ms": round(seconds * 1000, 3),
-            **{k: v for k, v in ids.items() if v},
-        }
-        if message:
-            line["error"] = message
-        access_log.info(json.dumps(line))
+        trace_id = ""
+        if span is not None:
+            trace_id = span.trace_id
+            span.end(code.name, message, ids)
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(access_line(method, code.name, seconds, ids, message, trace_id))
         metrics.record_call(method, code.name, seconds)
+
+
+_quote = json.encoder.encode_basestring_ascii  # what json.dumps does to a str, in C
+
+
+def access_line(method: str, code: str, seconds: float, ids: dict[str, str],
+                message: str = "", trace_id: str = "") -> str:
+    """The JSON object json.dumps would write for the call, formatted directly: the access
+    line is written on every call, and json.dumps of a dict cost as much as the rest of the
+    call's bookkeeping."""
+    parts = [f'{{"method": {_quote(method)}, "code": {_quote(code)}, '
+             f'"ms": {round(seconds * 1000, 3)!r}']
+    for k, v in ids.items():
+        if v:
+            parts.append(f", {_quote(k)}: {_quote(v)}")
+    if message:
+        parts.append(f', "error": {_quote(message)}')
+    if trace_id:
+        parts.append(f', "trace_id": {_quote(trace_id)}')
+    parts.append("}")
+    return "".join(parts)
 
 
 def add_to_server(servicer: object, service_name: str, server: grpc.Server) -> None:

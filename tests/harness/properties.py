@@ -85,7 +85,7 @@ def check_recommendation(req: pb.RecommendRequest, r: pb.Recommendation) -> None
     else:
         assert r.count == count >= 1
     assert r.stored and r.recommendation_id and r.attempt == 1 and r.reason
-    assert r.source in {"prior", "history", "fallback"}
+    assert r.source in {"prior", "population", "history", "fallback"}
     assert r.profile.memory_mib > 0
     if r.profile.memory_mib < r.predicted_peak_memory_mib:
         assert "exceeds every offered slice" in r.reason, r.reason
