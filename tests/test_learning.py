@@ -213,12 +213,17 @@ def test_served_model_is_used_for_requests_with_features(
     use_cases = UseCases(store, catalog=catalog, learned=holder.current,
                             clock=lambda: T0 + timedelta(days=6))
     pool = mk(catalog, "a80", "A100-80GB")
-    small = use_cases.recommend(Request("act-0000", "", (pool,), features={
+    # A new action: the pooled model sizes it by its inputs (its own online model has nothing
+    # yet; an action with 10 executions or more is served by its own).
+    small = use_cases.recommend(Request("act-new", "", (pool,), features={
         "batch_size": 1.0, "input_mb": 5.0})).recommendation.decision
-    big = use_cases.recommend(Request("act-0000", "", (pool,), features={
+    big = use_cases.recommend(Request("act-new", "", (pool,), features={
         "batch_size": 64.0, "input_mb": 150.0})).recommendation.decision
     assert small.source == "model" and small.model_version == trained
     assert small.predicted_peak_mib < big.predicted_peak_mib
+    busy = use_cases.recommend(Request("act-0000", "", (pool,), features={
+        "batch_size": 1.0, "input_mb": 5.0})).recommendation.decision
+    assert busy.source == "history" and busy.model_version == ""
     plain = use_cases.recommend(Request("act-0000", "", (pool,))).recommendation.decision
     assert plain.source == "history" and plain.model_version == ""
 
