@@ -58,7 +58,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             database_url=args.database_url or "", progress=say)]
         if retrain_every:
             results.append(replay.replay_service(
-                "IntelliScale without the learned model", trace, pools, catalog,
+                "IntelliScale without the request's features", trace, pools, catalog,
                 use_features=False, database_url=args.database_url or ""))
         for name, rule in replay.BASELINES.items():
             if name.startswith("user's") and not any(e.declared_mib for e in trace):
