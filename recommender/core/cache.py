@@ -49,6 +49,15 @@ class ActionCache:
         self.updates = 0
         """Own writes applied in place (the entry kept)."""
 
+    def peek(self, action_id: str) -> list[Sample] | None:
+        """The cached history, if fresh, without counting a hit or a miss (for work done
+        ahead of the next Recommend, not for answering one)."""
+        with self._lock:
+            entry = self._entries.get(action_id) if self.enabled else None
+            if entry is None or self.clock() - entry[0] > self.ttl_s:
+                return None
+            return entry[1]
+
     def get(self, action_id: str) -> list[Sample] | None:
         with self._lock:
             entry = self._entries.get(action_id) if self.enabled else None

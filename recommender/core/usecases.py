@@ -311,8 +311,21 @@ class UseCases:
             new = sample_of(execution)
             self._wrote(execution.action_id,
                         lambda samples: with_execution(samples, new, config.HISTORY_WINDOW))
+            self._fit_ahead(execution.action_id)
         self._records_since_population += created
         return created
+
+    def _fit_ahead(self, action_id: str) -> None:
+        """Refit the action's online model now, on the history the cache just updated, so that
+        the runner's next Recommend finds it fitted (microseconds) instead of fitting it (a
+        few hundred): the runner waits on Recommend before it can start an execution, while
+        the execution it just recorded has already ended."""
+        samples = self.cache.peek(action_id) if self.cache is not None else None
+        if samples:
+            pop = self.memory_population()
+            self.action_models.get(
+                action_id, samples, self.clock().timestamp(),
+                pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE)
 
     def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
                      ) -> tuple[list[HistoryEntry], str]:
