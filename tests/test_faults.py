@@ -18,7 +18,6 @@ Each test runs `python -m recommender serve --port 0` on a fresh database and ta
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -45,7 +44,7 @@ from sqlalchemy.pool import NullPool
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from tests.helpers import pool, record
+from tests.helpers import access_lines, pool, record
 from tests.helpers import request as recommend_request
 from tests.postgres import scratch_postgres_database
 
@@ -83,10 +82,8 @@ class Server:
     def access_codes(self) -> Counter[tuple[str, str]]:
         """(method, status code) of every access-log line."""
         out: Counter[tuple[str, str]] = Counter()
-        for line in self.log_text().splitlines():
-            if "recommender.access " in line:
-                entry = json.loads(line.split("recommender.access ", 1)[1])
-                out[(entry["method"], entry["code"])] += 1
+        for entry in access_lines(self.log_text()):
+            out[(entry["method"], entry["code"])] += 1
         return out
 
     def stop(self) -> int:

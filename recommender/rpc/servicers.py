@@ -1,12 +1,11 @@
 """gRPC servicers: thin adapters from messages to the use cases, errors to status codes.
 
-Each call writes one structured (JSON) log line: method, status code, milliseconds, and the ids
-that let an operator follow an execution. Request bodies are never logged.
+Each call writes one access log record whose fields are the method, status code, milliseconds,
+and the ids that let an operator follow an execution. Request bodies are never logged.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -77,7 +76,9 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         }
         if message:
             line["error"] = message
-        access_log.info(json.dumps(line))
+        # The line's fields are fields of the log record (the JSON log format writes them as
+        # keys of its object; see cli/logs.py), the message is for a person reading it.
+        access_log.info("%s %s", method, code.name, extra=line)
         metrics.record_call(method, code.name, seconds)
 
 

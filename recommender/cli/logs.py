@@ -1,0 +1,143 @@
+"""Log lines for machines (one JSON object a line) or for people (text), chosen per command.
+
+`serve` runs in containers whose logs are collected and searched (Loki, Elasticsearch, Cloud
+Logging): there every line is one JSON object, and a call's method, status and ids are fields
+of it, not JSON inside a text message, so a collector needs no parsing rule of ours. At a
+terminal, `--log-format text` reads better. Fields come from `extra=` of the logging call:
+`log.info("Recommend OK", extra={"method": "Recommend", "ms": 1.2})`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, TextIO
+
+LEVELS = ("debug", "info", "warning", "error", "critical")
+FORMATS = ("json", "text")
+
+# What every LogRecord carries; anything else on a record came from `extra=` and is a field.
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message", "asctime", "taskName"}
+
+
+def fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The `extra=` fields of a record, in the order they were given."""
+    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD and k[:1] != "_"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC, ISO 8601, milliseconds), level, logger, message,
+    then the record's fields; a traceback is the `exception` field, so it stays on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
+                timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in fields(record).items():
+            line.setdefault(key, value)  # the four above are never overwritten
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """`time LEVEL logger message key=value ...`: the fields as logfmt, for a person."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        extra = fields(record)
+        if not extra:
+            return text
+        head, sep, tail = text.partition("\n")  # a traceback goes after the fields
+        pairs = " ".join(f"{k}={_logfmt(v)}" for k, v in extra.items())
+        return f"{head} {pairs}{sep}{tail}"
+
+
+def _logfmt(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if text and not any(c in text for c in ' "=\n') else json.dumps(text)
+
+
+def log_level(value: str) -> str:
+    """--log-level / RECOMMENDER_LOG_LEVEL: one of LEVELS (any case)."""
+    if value.strip().lower() not in LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: one of {', '.join(LEVELS)} (--log-level, RECOMMENDER_LOG_LEVEL)")
+    return value.strip().lower()
+
+
+def log_format(value: str) -> str:
+    """--log-format / RECOMMENDER_LOG_FORMAT: json or text."""
+    if value.strip().lower() not in FORMATS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: json or text (--log-format, RECOMMENDER_LOG_FORMAT)")
+    return value.strip().lower()
+
+
+_stdout_formatter: logging.Formatter = logging.Formatter("%(message)s")
+
+
+def setup_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
+    """Configures the root logger for the process. A process that configured logging before
+    (a test runner, a program calling main()) keeps its handlers; only the level is set."""
+    global _stdout_formatter
+    root = logging.getLogger()
+    root.setLevel(getattr(logging, level.upper()))
+    # Alembic narrates every plugin at INFO; only its warnings concern an operator.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    _stdout_formatter = JsonFormatter() if fmt == "json" else logging.Formatter("%(message)s")
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root.addHandler(handler)
+    if fmt == "json":
+        # Python warnings and uncaught exceptions (in any thread) become JSON lines too,
+        # instead of a multi-line traceback a log collector splits into fragments.
+        logging.captureWarnings(True)
+        sys.excepthook = _log_uncaught
+        threading.excepthook = _log_uncaught_in_thread
+
+
+def announce(logger: logging.Logger, message: str, **extra: Any) -> None:
+    """A line on stdout for whoever started the process (e.g. `listening on [::]:50051`):
+    the plain message in text format, a JSON object like the log's in JSON format, so a
+    container's combined output stays one JSON object a line."""
+    record = logger.makeRecord(logger.name, logging.INFO, "(announce)", 0, message, (), None,
+                               extra=extra)
+    print(_stdout_formatter.format(record), flush=True)
+
+
+def _log_uncaught(kind: type[BaseException], value: BaseException,
+                  tb: TracebackType | None) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, value, tb)
+        return
+    logging.getLogger("recommender").critical("uncaught exception", exc_info=(kind, value, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None:
+        return
+    logging.getLogger("recommender").error(
+        "uncaught exception in thread %s", args.thread.name if args.thread else "?",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+
+
+__all__ = ["FORMATS", "LEVELS", "JsonFormatter", "TextFormatter", "announce", "fields",
+           "log_format", "log_level", "setup_logging"]
