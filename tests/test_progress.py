@@ -67,7 +67,7 @@ def test_a_silent_step_gets_a_heartbeat(caplog: pytest.LogCaptureFixture) -> Non
         time.sleep(0.5)  # one scikit-learn fit: no callback
     beats = [r for r in caplog.records if "fitting pooled trees" in r.getMessage()]
     assert len(beats) >= 3
-    assert beats[-1].step_s > 0.2  # type: ignore[attr-defined]
+    assert beats[0].getMessage() == "fitting pooled trees"
 
 
 def test_disabled_is_silent(caplog: pytest.LogCaptureFixture) -> None:

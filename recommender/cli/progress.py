@@ -117,9 +117,10 @@ class Progress:
     # --- display -------------------------------------------------------------------------
 
     def line(self, now: float) -> str:
-        """The current message with the total elapsed time, a bar and the time left when it
-        has a count, and how long the step has run when it is slow."""
-        text = f"[{now - self.start:6.1f}s] {self._message}"
+        """The current message with a bar (at a terminal, after the time since the start) and
+        the time left when it has a count, and how long the step has run when it is slow. A
+        log line has its own time stamp."""
+        text = f"[{now - self.start:6.1f}s] {self._message}" if self.tty else self._message
         step_s = now - self._step_start
         m = _COUNT.search(self._message)
         if m:
@@ -153,8 +154,7 @@ class Progress:
         self._drawn, self._shown, self._pending = True, now, False
 
     def _log(self, now: float) -> None:
-        log.info(self.line(now), extra={"elapsed_s": round(now - self.start, 1),
-                                        "step_s": round(now - self._step_start, 1)})
+        log.info(self.line(now))
         self._shown, self._pending = now, False
 
     def _erase(self) -> None:
