@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +79,27 @@ def test_disabled_is_silent(caplog: pytest.LogCaptureFixture) -> None:
         show("anything")
         show.note("anything")
     assert stream.getvalue() == "" and not caplog.records
+
+
+def test_retrain_logs_its_steps_and_counts_the_action_models(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from recommender.cli.main import main
+    from recommender.core import config
+    from recommender.store import SqlStore, connect, migrate
+    from tests.test_learning import record_synthetic
+
+    monkeypatch.setattr(config, "LEARN_TREES", 40)  # fast; the bench runs the real setting
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    engine = connect(url)
+    migrate(engine)
+    record_synthetic(SqlStore(engine), 1500)
+    engine.dispose()
+    caplog.set_level(logging.INFO, logger="recommender.progress")
+    assert main(["retrain", "--database-url", url]) == 0  # stderr is not a terminal here
+    lines = [r.getMessage() for r in caplog.records if r.name == "recommender.progress"]
+    assert any(x.startswith("read ") for x in lines)
+    assert any(x.startswith("fitting pooled ") for x in lines)  # trees or linear
+    models = [x for x in lines if "action models" in x]
+    assert models and re.fullmatch(r"fitted (\d+)/\1 action models 100%", models[-1])
+    assert "version " in capsys.readouterr().out

@@ -93,18 +93,18 @@ def log_format(value: str) -> str:
     return value.strip().lower()
 
 
-_stdout_formatter: logging.Formatter = logging.Formatter("%(message)s")
+_plain_formatter: logging.Formatter = logging.Formatter("%(message)s")
 
 
 def setup_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
     """Configures the root logger for the process. A process that configured logging before
     (a test runner, a program calling main()) keeps its handlers; only the level is set."""
-    global _stdout_formatter
+    global _plain_formatter
     root = logging.getLogger()
     root.setLevel(getattr(logging, level.upper()))
     # Alembic narrates every plugin at INFO; only its warnings concern an operator.
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    _stdout_formatter = JsonFormatter() if fmt == "json" else logging.Formatter("%(message)s")
+    _plain_formatter = JsonFormatter() if fmt == "json" else logging.Formatter("%(message)s")
     if root.handlers:
         return
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -118,13 +118,15 @@ def setup_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
         threading.excepthook = _log_uncaught_in_thread
 
 
-def announce(logger: logging.Logger, message: str, **extra: Any) -> None:
-    """A line on stdout for whoever started the process (e.g. `listening on [::]:50051`):
-    the plain message in text format, a JSON object like the log's in JSON format, so a
-    container's combined output stays one JSON object a line."""
-    record = logger.makeRecord(logger.name, logging.INFO, "(announce)", 0, message, (), None,
+def announce(logger: logging.Logger, message: str, *, level: int = logging.INFO,
+             stream: TextIO | None = None, **extra: Any) -> None:
+    """A line for whoever started the process, on stdout (`listening on [::]:50051`) or
+    stderr (why it refuses to start): the bare message in text format, a JSON object like
+    the log's in JSON format, so a container's combined output stays one JSON object a line.
+    Written directly, not through the log's handlers: it is for the caller, at any level."""
+    record = logger.makeRecord(logger.name, level, "(announce)", 0, message, (), None,
                                extra=extra)
-    print(_stdout_formatter.format(record), flush=True)
+    print(_plain_formatter.format(record), file=stream or sys.stdout, flush=True)
 
 
 def _log_uncaught(kind: type[BaseException], value: BaseException,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from recommender.cli.evaluate import cmd_evaluate
 from recommender.cli.history import cmd_history
 from recommender.cli.jobs import cmd_migrate, cmd_retrain
-from recommender.cli.logs import LEVELS, log_format, log_level, setup_logging
+from recommender.cli.logs import LEVELS, announce, log_format, log_level, setup_logging
 from recommender.cli.options import (
     HISTORY_MAX,
     ConfigError,
@@ -31,6 +32,8 @@ from recommender.core import config
 if TYPE_CHECKING:
     pass
 
+
+log = logging.getLogger("recommender")
 
 def version() -> str:
     """The installed distribution's version (what `pip show intelliscale-recommender` says)."""
@@ -193,23 +196,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from recommender.rpc.auth import AuthConfigError
     from recommender.rpc.server import TlsConfigError
 
+    def refuse(message: str, status: int) -> int:
+        """One line on stderr (a JSON object when the log is JSON), and the exit status."""
+        announce(log, message, level=logging.ERROR, stream=sys.stderr, exit_status=status)
+        return status
+
     try:
         return int(args.fn(args))
     except ConfigError as e:
-        print(f"recommender {args.command}: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"recommender {args.command}: {e}", 2)
     except CatalogError as e:
-        print(f"catalog error: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"catalog error: {e}", 2)
     except AuthConfigError as e:
-        print(f"admin token: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"admin token: {e}", 2)
     except TlsConfigError as e:
-        print(f"TLS: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"TLS: {e}", 2)
     except StoreUnavailable as e:
-        print(f"database unavailable: {e}", file=sys.stderr)
-        return 3
+        return refuse(f"database unavailable: {e}", 3)
 
 
 if __name__ == "__main__":
