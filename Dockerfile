@@ -1,7 +1,7 @@
 # IntelliScale recommender: a slim image that runs as the non-root uid 10001.
 #   docker build -t intelliscale-recommender .
 #   docker run -p 50051:50051 -e RECOMMENDER_DATABASE_URL=postgresql+psycopg://... intelliscale-recommender
-# Kubernetes manifests: docs/kubernetes/.
+# Kubernetes: deploy/kubernetes/ (kustomize base and overlays).
 
 # --- build: the project and its dependencies into a virtualenv -----------------------------
 # No compiler is needed: grpcio, grpcio-tools, psycopg[binary], numpy, scipy and scikit-learn

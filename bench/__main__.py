@@ -1,5 +1,6 @@
-"""`python -m bench [recommend|record|placement|parvagpu|retrain|all]`: run benchmarks, print
-plain-text tables. `all` runs the first four; `retrain` (minutes for 1M rows) runs alone."""
+"""`python -m bench [recommend|record|placement|parvagpu|retrain|layout|all]`: run benchmarks,
+print plain-text tables. `all` runs the first four; `retrain` (minutes for 1M rows) and `layout`
+(the layout advice on the Alibaba v2023 trace) run alone."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Benchmarks of the IntelliScale recommender (plain-text tables).",
     )
     p.add_argument("which", nargs="?", default="all",
-                   choices=["recommend", "record", "placement", "parvagpu", "retrain", "all"])
+                   choices=["recommend", "record", "placement", "parvagpu", "retrain", "layout",
+                            "all"])
     p.add_argument("--retrain-rows", default="100000,1000000",
                    help="retrain: executions to train on, comma-separated "
                    "(default 100000,1000000)")
@@ -56,6 +58,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="record: executions per caller setting (default 5000)")
     p.add_argument("--max-seconds", type=float, default=30.0,
                    help="record: stop sending after this long per caller setting (default 30)")
+    p.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
+                                                          "../shared/traces"),
+                   help="layout: where the traces are (default ../shared/traces)")
     p.add_argument("--reps", type=int, default=30,
                    help="placement: repetitions per case, at most (default 30)")
     args = p.parse_args(argv)
@@ -72,12 +77,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import placement, recommend, record, retrain, throughput_targets
+    from bench import layout, placement, recommend, record, retrain, throughput_targets
 
     which = (["recommend", "record", "placement", "parvagpu"] if args.which == "all"
              else [args.which])
     runners = {"recommend": recommend.run, "record": record.run, "placement": placement.run,
-               "parvagpu": lambda a: throughput_targets.main([]), "retrain": retrain.run}
+               "parvagpu": lambda a: throughput_targets.main([]), "retrain": retrain.run,
+               "layout": layout.run}
     args.record_url = args.database_url or os.environ.get("RECOMMENDER_TEST_POSTGRES_URL",
                                                           DEFAULT_PG)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

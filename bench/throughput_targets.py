@@ -5,8 +5,14 @@ row per MIG size (one process per instance) gives the measured throughput, or 0 
 configuration did not run (out of memory). The replay, through the service's own use cases and a
 real SQLite store:
 
-1. records a few executions of every action on 1g.10gb and 7g.80gb (an OOM where the table
-   says the batch does not fit), as a runner would after a first week;
+1. runs a first week of executions of every action as a runner would: it asks the service for
+   a slice (no target: the first answer, with no history, is the largest slice, 7g.80gb; the
+   next ones the smallest slice that holds the peaks seen), runs it as the table says (an OOM
+   goes up the ladder through NextAfterOom) and records it. With `--first-week extremes`,
+   instead, three executions on 1g.10gb and three on 7g.80gb (three OOMs on 1g.10gb where the
+   batch does not fit), the protocol of earlier versions of this bench: the service would never
+   send an action back to a slice it ran out of memory in, so this one is harder than a runner's
+   first week;
 2. asks for throughput targets of 0.5x, 1x, 2x and 4x the 7g throughput, with max_workers 8,
    then records the chosen configurations as executed and asks again (round 2);
 3. scores the chosen (profile, count) against the cheapest feasible choice in the full table
@@ -38,6 +44,9 @@ from recommender.store import SqlStore, connect, migrate
 TRACE = Path(__file__).resolve().parents[2] / "shared/traces/parvagpu-a100-80gb-mig-profiles"
 PROFILES = {1: "1g.10gb", 2: "2g.20gb", 3: "3g.40gb", 4: "4g.40gb", 7: "7g.80gb"}
 RECORDED = (1, 7)
+"""Sizes of the first week's executions with `--first-week extremes`."""
+FIRST_WEEK = 6
+"""Executions per action in the first week."""
 TARGETS = (0.5, 1.0, 2.0, 4.0)
 MAX_WORKERS = 8
 ROUNDS = 2
@@ -113,7 +122,8 @@ class Score:
             self.cheapest += extra <= 0
 
 
-def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Score]:
+def replay(actions: list[Action], db_url: str, first_week: str = "service"
+           ) -> tuple[list[Score], Score, Score]:
     import grpc  # noqa: F401  (the protobuf modules need the runtime loaded)
 
     from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
@@ -124,6 +134,7 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
     start = datetime(2026, 11, 1, tzinfo=UTC)
     clock = [start]
     use_cases = UseCases(SqlStore(engine_db), clock=lambda: clock[0], catalog=catalog)
+    use_cases.throughput_population.background = False  # read inline: a deterministic replay
     model = catalog.resolve("A100-80GB")
     assert model is not None
     memory = {c: p.memory_mib for c, name in PROFILES.items()
@@ -145,12 +156,27 @@ def replay(actions: list[Action], db_url: str) -> tuple[list[Score], Score, Scor
         use_cases.record_execution(execution_from_pb(catalog, m, clock[0]))
 
     serial = 0
+    by_name = {name: c for c, name in PROFILES.items()}
     for action in actions:
-        for c in RECORDED:
-            for _ in range(3):
+        if first_week == "extremes":
+            for c in RECORDED:
+                for _ in range(FIRST_WEEK // len(RECORDED)):
+                    serial += 1
+                    clock[0] += timedelta(minutes=1)
+                    run(f"x{serial}", action, c, 1)
+            continue
+        for _ in range(FIRST_WEEK):
+            clock[0] += timedelta(minutes=1)
+            req = pb.RecommendRequest(action_id=action.name, pools=[pool], workers=1)
+            rec = use_cases.recommend(request_from_pb(catalog, req)).recommendation
+            while True:
                 serial += 1
-                clock[0] += timedelta(minutes=1)
+                c = by_name[rec.decision.rung.profile.name]
                 run(f"x{serial}", action, c, 1)
+                if action.throughput[c] > 0:
+                    break
+                clock[0] += timedelta(seconds=10)
+                rec = use_cases.next_after_oom(rec.id, float(memory[c])).recommendation
     rounds: list[Score] = []
     whole, oracle = Score(), Score()
     for round_no in range(ROUNDS):
@@ -195,21 +221,27 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--database-url", default="")
+    parser.add_argument("--first-week", choices=["service", "extremes"], default="service",
+                        help="how the first executions are chosen: by the service (default), "
+                        "or on 1g.10gb and 7g.80gb whether they fit or not")
     args = parser.parse_args(argv)
     if not args.trace.exists():
         raise SystemExit(f"trace not found: {args.trace}")
     actions = load(args.trace)
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{tmp}/targets.db"
-        rounds, whole, oracle = replay(actions, url)
+        rounds, whole, oracle = replay(actions, url, args.first_week)
+    week = (f"first week on {', '.join(PROFILES[c] for c in RECORDED)}"
+            if args.first_week == "extremes" else
+            "first week as the service chose (7g.80gb, then the smallest slice that fits)")
     print(f"ParvaGPU A100-80GB: {len(actions)} actions (DNN x batch), targets "
           f"{', '.join(f'{t:g}x' for t in TARGETS)} the 7g throughput, max_workers {MAX_WORKERS},"
-          f" executions recorded on {', '.join(PROFILES[c] for c in RECORDED)}")
+          f" {week}")
     rows = [(f"IntelliScale, round {i + 1}", r) for i, r in enumerate(rounds)]
     print(table(iter([*rows, ("7g.80gb scaled out", whole),
                       ("oracle (cheapest in the full table)", oracle)])))
-    print("round 1: curves from executions on 1g.10gb and 7g.80gb only; round 2: also from "
-          "round 1's choices, run and recorded")
+    print("round 1: curves from the first week only; round 2: also from round 1's choices, "
+          "run and recorded")
 
 
 if __name__ == "__main__":

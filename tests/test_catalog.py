@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from recommender.core.catalog import WHOLE_GPU, Catalog, CatalogError, GpuModel, load_catalog
 
 RESEARCH_FILE = Path(__file__).parents[2] / "shared/reference/mig_profiles.json"
+BUILD_SCRIPT = Path(__file__).parents[1] / "tools/build_catalog.py"
 
 # The research file names models in free text; this is the canonical id each must ship under.
 # Order matters where one prefix is a prefix of another ("GH200 144G" before "GH200 (").
@@ -45,6 +49,36 @@ def research() -> list[dict[str, Any]]:
         pytest.skip(f"research file {RESEARCH_FILE} is missing")
     gpus: list[dict[str, Any]] = json.loads(RESEARCH_FILE.read_text())["gpus"]
     return gpus
+
+
+def build_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_catalog", BUILD_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def merged(research: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The research notes with our supplement (tools/catalog_supplement.json) applied."""
+    tool = build_tool()
+    supplement = json.loads(tool.SUPPLEMENT.read_text())
+    gpus: list[dict[str, Any]] = tool.merge({"gpus": research}, supplement)["gpus"]
+    return gpus
+
+
+def test_shipped_catalog_is_the_build_of_research_and_supplement() -> None:
+    """gpu_catalog.json is generated: editing it by hand, or the supplement without running
+    tools/build_catalog.py, fails here."""
+    if not RESEARCH_FILE.is_file():
+        pytest.skip(f"research file {RESEARCH_FILE} is missing")
+    tool = build_tool()
+    want = tool.build(json.loads(RESEARCH_FILE.read_text()),
+                      json.loads(tool.SUPPLEMENT.read_text()))
+    got = json.loads(resources.files("recommender").joinpath("data/gpu_catalog.json")
+                     .read_text())
+    assert got == want
 
 
 def research_id(model: str) -> str:
@@ -95,11 +129,11 @@ def test_research_aliases_resolve_to_their_model(
 
 
 def test_model_geometry_matches_research(
-    shipped: Catalog, research: list[dict[str, Any]]
+    shipped: Catalog, merged: list[dict[str, Any]]
 ) -> None:
     errors = []
-    for g in research:
-        model = shipped.models[research_id(g["model"])]
+    for g in merged:
+        model = shipped.models[g["id"]]
         got = (model.compute_slices, model.memory_slices, model.placement_units)
         want = (g["compute_slices"], g["memory_slices"], g.get("placement_units"))
         if got != want:
@@ -107,10 +141,10 @@ def test_model_geometry_matches_research(
     assert not errors
 
 
-def test_profiles_match_research(shipped: Catalog, research: list[dict[str, Any]]) -> None:
+def test_profiles_match_research(shipped: Catalog, merged: list[dict[str, Any]]) -> None:
     errors: list[str] = []
-    for g in research:
-        model = shipped.models[research_id(g["model"])]
+    for g in merged:
+        model = shipped.models[g["id"]]
         names = [p.name for p in model.profiles]
         want_names = [p["name"] for p in g["profiles"]]
         if sorted(names) != sorted(want_names):
@@ -139,17 +173,21 @@ def test_profiles_match_research(shipped: Catalog, research: list[dict[str, Any]
 
 
 def test_memory_mib_matches_research_or_is_a_conservative_estimate(
-    shipped: Catalog, research: list[dict[str, Any]]
+    shipped: Catalog, merged: list[dict[str, Any]]
 ) -> None:
     errors: list[str] = []
     estimated = 0
-    for g in research:
-        model = shipped.models[research_id(g["model"])]
+    for g in merged:
+        model = shipped.models[g["id"]]
         for rp in g["profiles"]:
             p = model.profile(rp["name"])
             assert p is not None
             where = f"{model.id} {p.name}"
-            if rp.get("memory_mib") is not None:
+            if rp.get("memory_mib") is not None and rp.get("memory_derived"):
+                # Copied from the model it shares a table with: the figure, marked estimated.
+                if (p.memory_mib, p.memory_estimated) != (rp["memory_mib"], True):
+                    errors.append(f"{where}: derived {p.memory_mib} est={p.memory_estimated}")
+            elif rp.get("memory_mib") is not None:
                 if (p.memory_mib, p.memory_estimated) != (rp["memory_mib"], False):
                     errors.append(f"{where}: {p.memory_mib} est={p.memory_estimated}, "
                                   f"research {rp['memory_mib']}")
@@ -265,14 +303,28 @@ def test_unknown_profile_is_none(shipped: Catalog) -> None:
     assert model_of(shipped, "A100-40GB").profile("1g.6gb") is None
 
 
-@pytest.mark.parametrize("model_id", ["RTX-PRO-5000-48GB", "RTX-PRO-4500-32GB"])
-def test_placements_unknown_on_small_rtx_pro(shipped: Catalog, model_id: str) -> None:
-    assert model_of(shipped, model_id).placements_known is False
+@pytest.mark.parametrize(("model_id", "one", "two"), [
+    ("RTX-PRO-5000-48GB", "1g.24gb", "2g.48gb"), ("RTX-PRO-4500-32GB", "1g.16gb", "2g.32gb"),
+])
+def test_small_rtx_pro_placements_are_derived_from_instance_counts(
+    shipped: Catalog, model_id: str, one: str, two: str
+) -> None:
+    """NVIDIA lists 1g x 2 (half the memory each) and 2g x 1: the two 1g places are disjoint
+    and together are the 2g place, on RTX PRO 6000's grid of 3 units per compute slice."""
+    model = model_of(shipped, model_id)
+    assert model.placements_known and model.placement_units == 6
+    small, big = model.profile(one), model.profile(two)
+    assert small is not None and small.placement is not None and small.max_count == 2
+    assert big is not None and big.placement is not None and big.max_count == 1
+    assert (small.placement.starts, small.placement.size) == ((0, 3), 3)
+    assert (big.placement.starts, big.placement.size) == ((0,), 6)
+    for p in model.profiles:
+        base = model.profile(p.variant_of or p.name)
+        assert base is not None and p.placement == base.placement
 
 
-def test_placements_known_elsewhere(shipped: Catalog) -> None:
-    unknown = {m.id for m in shipped if not m.placements_known}
-    assert unknown == {"RTX-PRO-5000-48GB", "RTX-PRO-4500-32GB"}
+def test_placements_known_everywhere(shipped: Catalog) -> None:
+    assert [m.id for m in shipped if not m.placements_known] == []
 
 
 def test_variants_point_at_a_base_profile_with_the_same_geometry(shipped: Catalog) -> None:

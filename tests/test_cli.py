@@ -90,7 +90,7 @@ def test_text_logs_for_people_at_a_terminal(tmp_path: Path) -> None:
 def test_environment_configures_port_and_database(tmp_path: Path) -> None:
     db = tmp_path / "elsewhere.db"
     out = run("migrate", cwd=tmp_path, env={"RECOMMENDER_DATABASE_URL": f"sqlite:///{db}"})
-    assert out.returncode == 0 and "0006" in out.stdout
+    assert out.returncode == 0 and "0007" in out.stdout
     assert db.exists()
     out = run("migrate", "--downgrade", "base", "--database-url", f"sqlite:///{db}",
               cwd=tmp_path)
@@ -270,15 +270,16 @@ def test_read_only_commands_never_create_a_database(tmp_path: Path,
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RECOMMENDER_DATABASE_URL", raising=False)
-    for command in ("history", "report"):
-        code, _, err = in_process(capsys, command)
-        assert code == 2
+    readers = (["history"], ["report"], ["layout", "--gpu-model", "A100-40GB", "--gpus", "1"])
+    for command in readers:
+        code, _, err = in_process(capsys, *command)
+        assert code == 2, err
         assert "recommender.db does not exist" in err and "recommender migrate" in err
     assert list(tmp_path.iterdir()) == [], "no empty recommender.db left behind"
 
     (tmp_path / "recommender.db").touch()  # an empty SQLite database: no tables
-    for command in ("history", "report"):
-        code, _, err = in_process(capsys, command)
+    for command in readers:
+        code, _, err = in_process(capsys, *command)
         assert code == 2 and "is not migrated" in err and "no such table" not in err
     assert [p.name for p in tmp_path.iterdir()] == ["recommender.db"]
 

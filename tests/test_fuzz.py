@@ -396,9 +396,13 @@ def check_recommendation(req: pb.RecommendRequest, r: pb.Recommendation) -> None
     model = CATALOG.resolve(pool.gpu_model)
     assert model is not None and r.gpu_model == model.id
     count = max(req.workers, 1)
-    assert r.count == count >= 1
+    if req.target_throughput > 0:
+        # The count comes from the target once the action's throughput is measured.
+        assert count <= r.count <= max(req.max_workers, count)
+    else:
+        assert r.count == count >= 1
     assert r.stored and r.recommendation_id and r.attempt == 1 and r.reason
-    assert r.source in {"prior", "history", "fallback"}
+    assert r.source in {"prior", "population", "history", "fallback"}
     assert r.profile.memory_mib > 0
     if r.profile.memory_mib < r.predicted_peak_memory_mib:
         assert "exceeds every offered slice" in r.reason, r.reason
@@ -409,7 +413,7 @@ def check_recommendation(req: pb.RecommendRequest, r: pb.Recommendation) -> None
         prof = model.profile(r.profile.name)
         assert prof is not None and not prof.whole_gpu
         assert r.profile.memory_mib == prof.memory_mib
-        configured = {n.strip() for n in pool.profiles}
+        configured = {p.name for n in pool.profiles if (p := model.profile(n.strip()))}
         if configured:
             assert r.profile.name in configured
         else:

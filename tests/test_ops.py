@@ -18,7 +18,7 @@ from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.core.catalog import Catalog
 from recommender.core.usecases import UseCases
-from recommender.rpc.metrics import serve_metrics
+from recommender.rpc.metrics import Metrics, serve_metrics
 from recommender.rpc.server import Tls, start
 from recommender.store import SqlStore
 from tests.conftest import Live
@@ -42,14 +42,39 @@ def test_metrics_count_calls_latencies_and_ooms(live: Live) -> None:
         text = scrape(server.server_address[1])
     finally:
         server.shutdown()
-    assert re.search(r'recommender_calls_total\{method="Recommend",code="OK"\} [1-9]', text)
-    assert re.search(r'recommender_calls_total\{method="Recommend",code="INVALID_ARGUMENT"\}',
+    assert re.search(r'recommender_calls_total\{code="OK",method="Recommend"\} [1-9]', text)
+    assert re.search(r'recommender_calls_total\{code="INVALID_ARGUMENT",method="Recommend"\}',
                      text)
-    assert 'recommender_call_duration_seconds_bucket{method="Recommend",le="+Inf"}' in text
+    assert 'recommender_call_duration_seconds_bucket{le="+Inf",method="Recommend"}' in text
     assert re.search(r'recommender_executions_total\{action_id="m-act",outcome="OOM"\} [1-9]',
                      text)
     assert re.search(r'recommender_recommendations_total\{source="prior"\} [1-9]', text)
     assert "# TYPE recommender_call_duration_seconds histogram" in text
+
+
+def test_a_counter_past_a_million_still_moves() -> None:
+    m = Metrics()
+    m.calls.labels(method="Recommend", code="OK").inc(1_234_567)
+    before = m.render()
+    m.calls.labels(method="Recommend", code="OK").inc(5)
+    after = m.render()
+    line = 'recommender_calls_total{code="OK",method="Recommend"} '
+    assert line + "1.234567e+06" in before
+    assert line + "1.234572e+06" in after
+
+
+def test_metrics_include_process_and_platform_collectors() -> None:
+    server = serve_metrics("127.0.0.1", 0)
+    assert server is not None
+    try:
+        text = scrape(server.server_address[1])
+    finally:
+        server.shutdown()
+    assert re.search(r"^process_resident_memory_bytes [1-9]", text, re.M)
+    assert re.search(r"^process_cpu_seconds_total ", text, re.M)
+    assert re.search(r'^python_info\{implementation="CPython"', text, re.M)
+    assert "python_gc_collections_total" in text
+    assert "_created" not in text
 
 
 def test_metrics_port_taken_does_not_stop_the_service() -> None:

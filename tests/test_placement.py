@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -528,11 +529,18 @@ def test_idle() -> None:
 # --- errors ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model_id", ["RTX-PRO-5000-48GB", "RTX-PRO-4500-32GB"])
+def without_placements(model: GpuModel) -> GpuModel:
+    """The model as an override may add it: profiles known, placement table not."""
+    return dataclasses.replace(
+        model, id=f"{model.id}-UNPLACED", placement_units=None,
+        profiles=tuple(dataclasses.replace(p, placement=None) for p in model.profiles))
+
+
+@pytest.mark.parametrize("model_id", ["RTX-PRO-5000-48GB", "A100-40GB"])
 def test_unknown_placement_table_raises(catalog: Catalog, model_id: str) -> None:
-    model = _model(catalog, model_id)
+    model = without_placements(_model(catalog, model_id))
     base = next(p for p in model.profiles if p.is_base)
-    with pytest.raises(PlacementError, match=model_id):
+    with pytest.raises(PlacementError, match=f"{model_id}-UNPLACED"):
         place(model, [base], [gpu()])
 
 

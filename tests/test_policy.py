@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from recommender.core.catalog import Catalog
@@ -166,10 +168,28 @@ def test_nodes_decide_where_it_fits(catalog: Catalog) -> None:
 
 
 def test_model_without_placements_is_never_placed(catalog: Catalog) -> None:
-    pool = mk(catalog, "pro5000", "RTX-PRO-5000-48GB",
-              nodes=(Node("n", (GpuState("g"),)),))
+    """A model an override adds without a placement table is never placed on nodes."""
+    known = catalog.resolve("RTX-PRO-5000-48GB")
+    assert known is not None
+    unplaced = dataclasses.replace(
+        known, id="X-UNPLACED", placement_units=None,
+        profiles=tuple(dataclasses.replace(p, placement=None) for p in known.profiles))
+    cat = Catalog({**catalog.models, unplaced.id: unplaced})
+    pool = mk(cat, "x", "X-UNPLACED", nodes=(Node("n", (GpuState("g"),)),))
     with pytest.raises(NoFit, match="placement table"):
         recommend(Request("act", "e", (pool,)), est(8000))
     # Without nodes nothing is placed, so the pool can be used (capacity assumed).
-    free = mk(catalog, "pro5000", "RTX-PRO-5000-48GB")
+    free = mk(cat, "x", "X-UNPLACED")
     assert recommend(Request("act", "e", (free,)), est(8000)).rung.profile.name == "1g.24gb"
+
+
+def test_rtx_pro_5000_places_on_its_derived_table(catalog: Catalog) -> None:
+    """It used to be refused; now two 1g.24gb fill one card and a third goes to the next."""
+    two = Node("two", (GpuState("g0"), GpuState("g1")))
+    pool = mk(catalog, "pro5000", "RTX-PRO-5000-48GB", nodes=(two,))
+    d = recommend(Request("act", "e", (pool,), workers=3), est(20000))
+    assert (d.rung.profile.name, d.rung.count, d.rung.node_id) == ("1g.24gb", 3, "two")
+    busy = Node("busy", (GpuState("g0", occupied=((0, 3),)),))
+    with pytest.raises(NoFit, match="no node has room"):
+        recommend(Request("act", "e", (mk(catalog, "p", "RTX-PRO-5000-48GB", nodes=(busy,)),),
+                          workers=2), est(20000))

@@ -1,62 +1,282 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
+from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from recommender.core import config
 from recommender.core.catalog import Catalog
-from recommender.core.domain import Node, Request, Strategy
+from recommender.core.domain import Execution, Node, Outcome, Request, Strategy, ThroughputRow
 from recommender.core.placement import GpuState
 from recommender.core.policy import recommend
-from recommender.core.throughput import ThroughputSample, fit_curve, pooled_exponent
+from recommender.core.throughput import Population, ThroughputSample, fit_curve, measured_levels
+from recommender.core.throughput_population import PopulationCache, memory_slices_by_size
+from recommender.core.usecases import UseCases
+from recommender.store import SqlStore
 from tests.test_policy import est, mk
 
 PARVA = ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+A100 = "A100-80GB"
+MEM = {A100: {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}}
+"""Memory slices of the A100-80GB's base profiles by compute slices (3g and 4g share 4)."""
 
 
-def power(a: float, b: float, sizes: tuple[int, ...] = (1, 7), model: str = "A100-80GB"
-          ) -> list[ThroughputSample]:
-    return [ThroughputSample(model, c, a * c ** b) for c in sizes]
+def power(a: float, b: float, sizes: tuple[int, ...] = (1, 7), model: str = A100,
+          count: int = 1) -> list[ThroughputSample]:
+    return [ThroughputSample(model, c, a * c ** b, count) for c in sizes]
 
 
-def test_fit_recovers_a_power_law() -> None:
-    curve = fit_curve(power(100, 0.6, (1, 2, 7)))
-    assert curve is not None and curve.fitted_exponent
-    assert curve.exponent == pytest.approx(0.6, abs=0.01)
-    assert curve.predict("A100-80GB", 3) == pytest.approx(100 * 3 ** 0.6, rel=0.02)
+def table(values: dict[int, float], model: str = A100) -> list[ThroughputSample]:
+    return [ThroughputSample(model, c, t) for c, t in values.items()]
 
 
-def test_one_size_extrapolates_cautiously_or_uses_the_pooled_exponent() -> None:
+# --- measured sizes and interpolation -----------------------------------------------------
+
+def test_measured_sizes_are_exact_and_one_slow_run_does_not_move_them() -> None:
+    samples = [*power(100, 0.5, (1, 1, 1, 4, 4, 4)), ThroughputSample(A100, 1, 5.0)]
+    curve = fit_curve(samples)
+    assert curve is not None
+    assert curve.predict(A100, 1) == pytest.approx(100)
+    assert curve.predict(A100, 4) == pytest.approx(200)
+    assert curve.source(A100, 4) == "measured"
+
+
+def test_interpolation_is_piecewise_in_log_slices() -> None:
+    """Between two measured sizes, a power law through the neighbours: not one law for all."""
+    curve = fit_curve(table({1: 100, 2: 190, 7: 200}))
+    assert curve is not None
+    # 1 -> 2 nearly linear, 2 -> 7 flat: 3 and 4 sit on the flat piece, not on a fitted law.
+    assert curve.predict(A100, 3) == pytest.approx(190 * (200 / 190) ** (math.log(1.5)
+                                                                       / math.log(3.5)))
+    assert curve.source(A100, 3) == "interpolated"
+
+
+def test_interpolation_takes_the_lower_of_compute_and_memory_readings() -> None:
+    """4g.40gb has no more memory (bandwidth) than 3g.40gb: between 3g and 7g the reading by
+    compute and memory slices together is lower than by compute alone, and is taken."""
+    curve = fit_curve(table({3: 500, 7: 1000}), memory_slices=MEM)
+    by_compute = 500 * 2 ** (math.log(4 / 3) / math.log(7 / 3))
+    by_both = 500 * 2 ** (math.log(16 / 12) / math.log(56 / 12))
+    assert by_both < by_compute
+    assert curve is not None and curve.predict(A100, 4) == pytest.approx(by_both)
+    # Without memory slices known, compute slices alone.
+    plain = fit_curve(table({3: 500, 7: 1000}))
+    assert plain is not None and plain.predict(A100, 4) == pytest.approx(by_compute)
+
+
+def test_one_size_extrapolates_cautiously() -> None:
     curve = fit_curve(power(100, 0.6, (2,)))
-    assert curve is not None and not curve.fitted_exponent
+    assert curve is not None
     t2 = 100 * 2 ** 0.6
-    assert curve.predict("A100-80GB", 2) == pytest.approx(t2)
     down, up = config.THROUGHPUT_EXPONENT_DOWN, config.THROUGHPUT_EXPONENT_UP
-    assert curve.predict("A100-80GB", 1) == pytest.approx(t2 * 0.5**down)
-    assert curve.predict("A100-80GB", 4) == pytest.approx(t2 * 2**up)
-    assert "measured at 2 slices only" in curve.describe()
-    pooled = pooled_exponent([power(10, 0.3, (1, 7)), power(10, 0.5, (1, 3)), power(5, 1, (2,))])
-    assert pooled == pytest.approx(0.4, abs=0.01)
-    with_pooled = fit_curve(power(100, 0.6, (2,)), pooled)
-    assert with_pooled is not None and with_pooled.exponent == pooled
-    assert with_pooled.predict("A100-80GB", 4) == pytest.approx(t2 * 2 ** pooled)
+    assert curve.predict(A100, 1) == pytest.approx(t2 * 0.5 ** down)
+    assert curve.predict(A100, 4) == pytest.approx(t2 * 2 ** up)
+    assert "default exponent" in curve.describe(A100, 4)
 
 
 def test_no_measurements_no_curve_and_other_models_are_cautious() -> None:
     assert fit_curve([]) is None
-    assert fit_curve([ThroughputSample("A100-80GB", 1, 0.0)]) is None
+    assert fit_curve([ThroughputSample(A100, 1, 0.0)]) is None
     curve = fit_curve(power(100, 0.5, (1, 4)) + power(300, 0.5, (1, 4), "H100-80GB"))
     assert curve is not None
-    assert curve.predict("H100-80GB", 1) == pytest.approx(300, rel=0.01)
-    assert curve.predict("H200-141GB", 1) == pytest.approx(100, rel=0.01)  # the slower one
+    assert curve.predict("H100-80GB", 1) == pytest.approx(300)
+    assert curve.predict("H200-141GB", 1) == pytest.approx(100)  # the slower one
+    assert curve.source("H200-141GB", 1) == "guessed from another GPU model"
 
 
-def test_one_slow_run_does_not_move_the_curve() -> None:
-    samples = [*power(100, 0.5, (1, 1, 1, 4, 4, 4)), ThroughputSample("A100-80GB", 1, 5.0)]
+# --- the shape learned across actions --------------------------------------------------
+
+def population(**actions: dict[int, float]) -> Population:
+    return Population.from_samples((a, s) for a, values in actions.items()
+                                   for s in table(values))
+
+
+def test_a_size_never_run_is_borrowed_from_actions_of_the_same_shape() -> None:
+    # Three actions that scale like ours between 1g and 7g (x6.2), measured at 3g too; one
+    # flat action (x1.0) that also ran on 3g, much faster there relative to 7g.
+    pop = population(
+        b={1: 10, 3: 31, 7: 62}, c={1: 20, 3: 60, 7: 124}, d={1: 5, 3: 15.5, 7: 31.5},
+        flat={1: 100, 3: 101, 7: 100},
+    )
+    curve = fit_curve(table({1: 200, 7: 1240}), pop, "a")
+    assert curve is not None
+    # Interpolating 1 -> 7 would say 200 x 6.2^(log 3 / log 7) = 560. Anchored at 7g, the
+    # nearest size both ran, b says 3g gives 1/2 of 7g, c 60/124, d 15.5/31.5 less its 1.6 %
+    # mismatch at 1g: the most cautious is c, 1240 x 60/124 = 600.
+    assert curve.predict(A100, 3) == pytest.approx(600)
+    assert "3 similar actions" in curve.describe(A100, 3)
+    # The flat action never matched: alone it would have predicted 200 * 1.01 at 3g.
+    lone = fit_curve(table({1: 200, 7: 1240}), population(flat={1: 100, 3: 101, 7: 100}), "a")
+    assert lone is not None and lone.source(A100, 3) == "interpolated"
+
+
+def test_an_action_never_borrows_from_itself_nor_from_one_neighbour() -> None:
+    pop = population(a={1: 200, 3: 900, 7: 1240}, b={1: 10, 3: 31, 7: 62})
+    curve = fit_curve(table({1: 200, 7: 1240}), pop, "a")
+    assert config.THROUGHPUT_MIN_NEIGHBOURS == 2
+    assert curve is not None and curve.source(A100, 3) == "interpolated"
+
+
+def test_extrapolation_from_one_size_uses_the_population_ratio() -> None:
+    """Measured on 7g only (it does not fit smaller slices it never ran): the step down to 3g
+    is a low quantile of what other actions lost between 7g and 3g."""
+    ratios = [0.45, 0.5, 0.55, 0.6, 0.9, 1.0]
+    pop = population(**{f"o{i}": {3: 100 * r, 7: 100} for i, r in enumerate(ratios)})
+    curve = fit_curve(table({7: 1000}), pop, "a")
+    assert curve is not None
+    q = math.exp(float(np.quantile(
+        [math.log(r) for r in ratios], config.THROUGHPUT_POPULATION_QUANTILE)))
+    assert curve.predict(A100, 3) == pytest.approx(1000 * q)
+    assert curve.predict(A100, 3) < 1000 * 0.5  # biased low: missing the target is worse
+    assert "as other actions scale" in curve.describe(A100, 3)
+    few = fit_curve(table({7: 1000}), population(o={3: 50, 7: 100}), "a")
+    assert few is not None and "default exponent" in few.describe(A100, 3)
+
+
+# --- learning from what each count delivered ---------------------------------------------
+
+def test_scaling_efficiency_is_learned_from_multi_worker_executions() -> None:
+    # One worker on 2g: 100/s. Four workers on 2g: 80/s each (n^-0.16), seen 6 times.
+    samples = [ThroughputSample(A100, 2, 100.0)] * 3 + [ThroughputSample(A100, 2, 80.0, 4)] * 6
+    lv = measured_levels(samples)
+    assert lv is not None and lv.delta_executions == 6
+    raw = math.log(100 / 80) / math.log(4)
+    assert lv.delta == pytest.approx(raw * 6 / (6 + config.THROUGHPUT_DELTA_PRIOR))
     curve = fit_curve(samples)
-    assert curve is not None and curve.predict("A100-80GB", 1) == pytest.approx(100, rel=0.05)
+    assert curve is not None
+    assert curve.predict(A100, 2) == pytest.approx(100)  # one worker's level is unchanged
+    assert curve.total(A100, 2, 4) == pytest.approx(4 * 100 * 4 ** -lv.delta)
+    # 390/s: four perfect workers would do (400), these need five.
+    assert curve.count_for(A100, 2, 390) == 5
+    perfect = fit_curve(samples[:3])
+    assert perfect is not None and perfect.count_for(A100, 2, 390) == 4
+    assert "multi-worker executions" in curve.describe()
 
+
+def test_a_size_seen_only_with_several_workers_is_normalised_to_one() -> None:
+    samples = ([ThroughputSample(A100, 1, 100.0)] * 3 + [ThroughputSample(A100, 1, 80.0, 4)] * 6
+               + [ThroughputSample(A100, 7, 400.0, 2)])
+    lv = measured_levels(samples)
+    assert lv is not None
+    assert lv.by_model[A100][7] == pytest.approx(math.log(400) + lv.delta * math.log(2))
+
+
+def test_count_never_exceeds_what_is_needed_and_never_overflows() -> None:
+    curve = fit_curve(table({1: 100.0}))
+    assert curve is not None
+    assert curve.count_for(A100, 1, 300) == 3
+    assert curve.count_for(A100, 1, 301) == 4
+    assert curve.count_for(A100, 1, 1e300) == config.MAX_WORKERS + 1
+
+
+def test_a_curve_with_a_population_costs_well_under_a_millisecond() -> None:
+    """1,000 actions in the population; fit an action's curve and predict the five A100
+    sizes, as one Recommend does."""
+    rows = [(f"o{i}", s) for i in range(1000)
+            for s in table({1: 100 + i, 3: 300 + 2 * i, 7: 600 + 5 * i})]
+    pop = Population.from_samples(rows)
+    samples = table({1: 200, 7: 1240}) * 10
+    runs = 200
+    start = time.perf_counter()
+    for _ in range(runs):
+        curve = fit_curve(samples, pop, "a", MEM)
+        assert curve is not None
+        for c in (1, 2, 3, 4, 7):
+            curve.predict(A100, c)
+    per_call = (time.perf_counter() - start) / runs
+    assert per_call < 0.002, f"{per_call * 1e6:.0f} us per curve"
+
+
+# --- the population from the store -------------------------------------------------------
+
+def test_population_cache_refreshes_after_its_ttl_and_survives_an_outage(catalog: Catalog
+                                                                        ) -> None:
+    now = [datetime(2026, 11, 1, tzinfo=UTC)]
+    rows: list[ThroughputRow] | None = [
+        ThroughputRow("b", "A100-80GB", "1g.10gb", 1, 10.0, 3),
+        ThroughputRow("b", "NVIDIA A100-SXM4-80GB", "7g.80gb", 2, 60.0, 3),  # an alias
+        ThroughputRow("b", "A100-80GB", "9g.999gb", 1, 1.0, 1),  # unknown profile: skipped
+    ]
+    reads: list[datetime] = []
+
+    def read(since: datetime) -> list[ThroughputRow] | None:
+        reads.append(since)
+        return rows
+
+    cache = PopulationCache(catalog, read, lambda: now[0], ttl_s=60, background=False)
+    assert cache.get().actions == 1 and len(reads) == 1
+    assert reads[0] == now[0] - timedelta(days=config.THROUGHPUT_POPULATION_DAYS)
+    now[0] += timedelta(seconds=59)
+    cache.get()
+    assert len(reads) == 1  # fresh
+    now[0] += timedelta(seconds=2)
+    rows = None  # the store is down: the previous population stays
+    assert cache.get().actions == 1 and len(reads) == 2
+    cache.get()
+    assert len(reads) == 2  # and it is not asked again on every call
+    assert memory_slices_by_size(catalog)["A100-80GB"] == {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
+
+
+def test_population_is_read_in_the_background_by_default(catalog: Catalog) -> None:
+    """Recommend never waits for the grouped read: until it completes, no borrowed shapes."""
+    gate = threading.Event()
+
+    def read(since: datetime) -> list[ThroughputRow]:
+        gate.wait(5)
+        return [ThroughputRow("b", "A100-80GB", "1g.10gb", 1, 10.0, 3)]
+
+    cache = PopulationCache(catalog, read, lambda: datetime(2026, 11, 1, tzinfo=UTC))
+    assert cache.get().actions == 0  # the read is still running
+    assert cache.get().actions == 0  # and only one runs
+    gate.set()
+    cache.wait()
+    assert cache.get().actions == 1
+
+
+def _ran(eid: str, action: str, profile: str, throughput: float, at: datetime,
+         count: int = 1) -> Execution:
+    slice_mib = {"1g.10gb": 9856, "3g.40gb": 40192, "7g.80gb": 80896}[profile]
+    return Execution(eid, action, "", "A100-80GB", profile, slice_mib, count, 4000.0, 50.0,
+                     60.0, throughput, Outcome.SUCCEEDED, at)
+
+
+def test_engine_borrows_a_size_from_other_actions_in_the_store(store: SqlStore,
+                                                               catalog: Catalog) -> None:
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    clock = [t0]
+    use_cases = UseCases(store, clock=lambda: clock[0], catalog=catalog)
+    use_cases.throughput_population.background = False
+    pool = mk(catalog, "a80", "A100-80GB", profiles=PARVA)
+    target = Request("a", "", (pool,), workers=1, max_workers=8, target_throughput=1800)
+    serial = 0
+    for action, scale in (("a", 200.0), ("b", 10.0), ("c", 20.0)):
+        for profile, mult in (("1g.10gb", 1.0), ("7g.80gb", 6.2)):
+            serial += 1
+            use_cases.record_execution(_ran(f"x{serial}", action, profile, scale * mult, t0))
+    first = use_cases.recommend(target).recommendation.decision
+    # Nobody ran 3g yet. Interpolated between 1g and 7g: 2g 375/s, 3g 560/s, 4g 702/s; the
+    # cheapest that meets 1,800/s is 2g x 5 (10 slices; 3g x 4 and 4g x 3 take 12).
+    assert (first.rung.profile.name, first.rung.count) == ("2g.20gb", 5), first.reason
+    assert "3 slices" not in first.reason
+    for action, scale in (("b", 10.0), ("c", 20.0)):
+        serial += 1
+        use_cases.record_execution(_ran(f"x{serial}", action, "3g.40gb", scale * 3.1, t0))
+    # The population is read again only once its TTL has passed.
+    same = use_cases.recommend(target).recommendation.decision
+    assert (same.rung.profile.name, same.rung.count) == ("2g.20gb", 5)
+    clock[0] += timedelta(seconds=config.THROUGHPUT_POPULATION_TTL_S + 1)
+    d = use_cases.recommend(target).recommendation.decision
+    # b and c: 3g gives half of 7g, 620/s for ours: 3g x 3 (9 slices) meets 1,800/s.
+    assert (d.rung.profile.name, d.rung.count) == ("3g.40gb", 3), d.reason
+    assert "3 slices: 2 similar actions" in d.reason
+    assert d.predicted_throughput == pytest.approx(3 * 620)
+
+
+# --- the policy with a curve -------------------------------------------------------------
 
 def target(catalog: Catalog, goal: float, max_workers: int, *, workers: int = 1,
            nodes: tuple[Node, ...] = ()) -> Request:
@@ -73,6 +293,16 @@ def test_target_picks_fewest_gpu_slices(catalog: Catalog) -> None:
     assert d.predicted_throughput == pytest.approx(300, rel=0.01)
     assert "fewest GPU slices" in d.reason
     assert {r.count for r in d.ladder} == {3}
+
+
+def test_target_counts_with_the_learned_efficiency(catalog: Catalog) -> None:
+    samples = [ThroughputSample(A100, 1, 100.0)] * 3 + [ThroughputSample(A100, 1, 70.0, 4)] * 9
+    curve = fit_curve(samples)
+    assert curve is not None
+    d = recommend(target(catalog, 250, 8), est(5000), curve=curve)
+    # Perfect scaling would take 1g x 3; these workers slow each other down: 1g x 4.
+    assert (d.rung.profile.name, d.rung.count) == ("1g.10gb", 4)
+    assert d.predicted_throughput == pytest.approx(curve.total(A100, 1, 4))
 
 
 def test_target_respects_memory(catalog: Catalog) -> None:

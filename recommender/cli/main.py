@@ -7,8 +7,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from recommender.cli import catalog, layout
 from recommender.cli.evaluate import cmd_evaluate
 from recommender.cli.history import cmd_history
 from recommender.cli.jobs import cmd_migrate, cmd_retrain
@@ -67,12 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="IntelliScale recommender: MIG slices (profile, count) for GPU workloads.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     _logging_options(parser, after_command=False)
-    common = argparse.ArgumentParser(add_help=False)
-    _logging_options(common, after_command=True)
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], **kwargs)
 
     def with_db(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--database-url", default=None,
@@ -80,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                        f"{config.DEFAULT_DATABASE_URL})")
         return p
 
-    serve = with_db(command("serve", help="serve gRPC (migrates the database first)"))
+    serve = with_db(sub.add_parser("serve", help="serve gRPC (migrates the database first)"))
     serve.add_argument("--port", type=port, default=os.environ.get("RECOMMENDER_PORT") or None,
                        help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
     serve.add_argument("--host", default="[::]")
@@ -113,13 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "secret (env RECOMMENDER_ADMIN_TOKEN_FILE)")
     serve.set_defaults(fn=cmd_serve)
 
-    mig = with_db(command("migrate", help="upgrade (or downgrade) the database schema"))
+    mig = with_db(sub.add_parser("migrate", help="upgrade (or downgrade) the database schema"))
     mig.add_argument("--revision", default="head")
     mig.add_argument("--downgrade", default=None, metavar="REVISION",
                      help="downgrade to REVISION (e.g. base)")
     mig.set_defaults(fn=cmd_migrate)
 
-    hist = with_db(command(
+    hist = with_db(sub.add_parser(
         "history", help="recommendations and how they turned out",
         description="Recommendations, newest first, with their outcome once known. Times are "
         "ISO (2025-01-31T12:00Z; naive means UTC) or a duration ago (30m, 24h, 7d)."))
@@ -143,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="CSV with a header row")
     hist.set_defaults(fn=cmd_history)
 
-    rep = with_db(command(
+    rep = with_db(sub.add_parser(
         "report", help="write the HTML report",
         description="One self-contained HTML page (inline SVG charts, no network needed to "
         "view it): peak memory against the recommended slice with OOMs, slack, use per pool "
@@ -156,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="per-action sections for the N busiest actions (20)")
     rep.set_defaults(fn=cmd_report)
 
-    ret = with_db(command(
+    ret = with_db(sub.add_parser(
         "retrain", help="fit a memory model from recorded executions; promote it only if it "
         "beats the serving version on the most recent executions (run it as a CronJob)"))
     ret.add_argument("--quantile", type=quantile, default=config.MODEL_QUANTILE,
@@ -166,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--quiet", action="store_true", help="no progress output")
     ret.set_defaults(fn=cmd_retrain)
 
-    ev = with_db(command(
+    ev = with_db(sub.add_parser(
         "evaluate", help="replay traces in time order through the service and the baselines "
         "(VPA, Ryax 26.10, max x 1.2, declared, oracle); prints OOM rate, retries, slack, "
         "reserved GB-h"))
@@ -182,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--verbose", action="store_true", help="print each retraining result")
     ev.add_argument("--quiet", action="store_true", help="no progress output")
     ev.set_defaults(fn=cmd_evaluate)
+
+    catalog.add_parser(sub)
+    layout.add_parser(sub)
+    for command in sub.choices.values():  # `recommender serve --log-level debug` too
+        _logging_options(command, after_command=True)
     return parser
 
 

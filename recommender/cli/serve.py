@@ -26,6 +26,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recommender.core.catalog import load_catalog
     from recommender.core.usecases import UseCases
     from recommender.learning.serving import ModelHolder
+    from recommender.rpc import tracing
     from recommender.rpc.auth import resolve_admin_token
     from recommender.rpc.metrics import serve_metrics
     from recommender.rpc.server import (
@@ -43,6 +44,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # migrated database behind, nor fail after a slow migration.
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
     admin_token = resolve_admin_token(args.admin_token, args.admin_token_file)
+    try:
+        tracing.configure()  # on when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set
+    except tracing.TracingConfigError as e:
+        raise ConfigError(f"tracing: {e}") from None
     tls = None
     if args.tls_cert or args.tls_key:
         if not (args.tls_cert and args.tls_key):
@@ -82,6 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     announce(log, f"recommender listening on {args.host}:{running.port}", host=args.host,
              port=running.port)
     serve_until_signalled(running, stop)
+    tracing.shutdown()  # exports the spans still queued
     learned.stop()
     if listener is not None:
         listener.stop()

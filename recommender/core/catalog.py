@@ -44,6 +44,9 @@ class MigProfile:
     memory_estimated: bool = False
     variant_of: str | None = None
     whole_gpu: bool = False
+    aliases: tuple[str, ...] = ()
+    """Other spellings drivers give this profile (A100-80GB's `3g.40gb` is `3g.39gb` on some
+    535/545 drivers): accepted wherever the name is, while the catalog keeps one name."""
 
     @property
     def is_base(self) -> bool:
@@ -70,6 +73,8 @@ class GpuModel:
     profiles: tuple[MigProfile, ...]
     overridden: bool = False
     description: str = ""
+    sources: tuple[str, ...] = ()
+    """Where the facts about this model come from (the research notes and our supplement)."""
 
     @property
     def placements_known(self) -> bool:
@@ -91,10 +96,15 @@ class GpuModel:
         )
 
     def profile(self, name: str) -> MigProfile | None:
+        """The profile by its catalog name or any of its driver spellings."""
         if name == WHOLE_GPU:
             return self.whole
         for p in self.profiles:
             if p.name == name:
+                return p
+        key = name.strip().lower()
+        for p in self.profiles:
+            if key == p.name or key in p.aliases:
                 return p
         return None
 
@@ -171,11 +181,39 @@ def _parse_placement(raw: Any, units: int | None, where: str) -> PlacementRule |
     return PlacementRule(starts=tuple(sorted(starts)), size=size)
 
 
+PROFILE_NAME = re.compile(r"\d+g\.\d+gb([+-][a-z.]+)?")
+"""A MIG profile name as NVML prints it: compute slices, memory label, optional variant."""
+
+
+def _profile_aliases(raw: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    aliases = raw.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise CatalogError(f"{where}.aliases: must be a list of profile names")
+    out = []
+    for i, alias in enumerate(aliases):
+        alias = alias.strip().lower()
+        if not PROFILE_NAME.fullmatch(alias):
+            raise CatalogError(
+                f"{where}.aliases[{i}]: {alias!r} is not a MIG profile name like 1g.10gb")
+        out.append(alias)
+    return tuple(dict.fromkeys(out))
+
+
+def _check_profile_names(profiles: tuple[MigProfile, ...], where: str) -> None:
+    """Each name or spelling leads to one profile of the model."""
+    owner: dict[str, str] = {}
+    for p in profiles:
+        for name in (p.name, *p.aliases):
+            if owner.setdefault(name, p.name) != p.name:
+                raise CatalogError(f"{where}: {name!r} would name both {owner[name]} and "
+                                   f"{p.name}")
+
+
 def _parse_profile(raw: Any, units: int | None, where: str) -> MigProfile:
     if not isinstance(raw, Mapping):
         raise CatalogError(f"{where}: must be an object")
     name = _str(raw, "name", where)
-    if not re.fullmatch(r"\d+g\.\d+gb([+-][a-z.]+)?", name):
+    if not PROFILE_NAME.fullmatch(name):
         raise CatalogError(f"{where}.name: {name!r} is not a MIG profile name like 1g.10gb")
     return MigProfile(
         name=name,
@@ -186,6 +224,7 @@ def _parse_profile(raw: Any, units: int | None, where: str) -> MigProfile:
         placement=_parse_placement(raw.get("placements"), units, f"{where}.placements"),
         memory_estimated=bool(raw.get("memory_estimated", False)),
         variant_of=raw.get("variant_of") or None,
+        aliases=_profile_aliases(raw, where),
     )
 
 
@@ -205,6 +244,7 @@ def _parse_model(raw: Any, where: str, *, overridden: bool = False) -> GpuModel:
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
         raise CatalogError(f"{where}.profiles: duplicate profile names")
+    _check_profile_names(profiles, f"{where}.profiles")
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise CatalogError(f"{where}.aliases: must be a list of strings")
@@ -228,6 +268,7 @@ def _parse_model(raw: Any, where: str, *, overridden: bool = False) -> GpuModel:
         profiles=profiles,
         overridden=overridden,
         description=str(raw.get("description", "")),
+        sources=tuple(str(x) for x in raw.get("sources", []) or []),
     )
 
 
@@ -278,10 +319,16 @@ def _patch_model(model: GpuModel, entry: Mapping[str, Any], where: str) -> GpuMo
         if not isinstance(patch, Mapping):
             raise CatalogError(f"{pwhere}: must be an object")
         name = _str(patch, "name", pwhere)
+        known = model.profile(name)
+        if known is not None and not known.whole_gpu:
+            name = known.name  # a driver spelling patches the profile it spells
         if name not in profiles:
             profiles[name] = _parse_profile(patch, model.placement_units, pwhere)
             continue
         changes: dict[str, Any] = {}
+        if "aliases" in patch:
+            changes["aliases"] = tuple(dict.fromkeys(
+                (*profiles[name].aliases, *_profile_aliases(patch, pwhere))))
         if "memory_mib" in patch:
             changes["memory_mib"] = _int(patch, "memory_mib", pwhere)
             changes["memory_estimated"] = False
@@ -291,7 +338,7 @@ def _patch_model(model: GpuModel, entry: Mapping[str, Any], where: str) -> GpuMo
             changes["placement"] = _parse_placement(
                 patch["placements"], model.placement_units, f"{pwhere}.placements"
             )
-        unknown = set(patch) - {"name", "memory_mib", "max_count", "placements"}
+        unknown = set(patch) - {"name", "memory_mib", "max_count", "placements", "aliases"}
         if unknown:
             raise CatalogError(f"{pwhere}: unknown keys {sorted(unknown)}")
         profiles[name] = replace(profiles[name], **changes)
@@ -301,10 +348,12 @@ def _patch_model(model: GpuModel, entry: Mapping[str, Any], where: str) -> GpuMo
     memory = model.memory_mib
     if "memory_mib" in entry:
         memory = _int(entry, "memory_mib", where)
+    patched = tuple(profiles.values())
+    _check_profile_names(patched, f"{where}.profiles")
     return replace(
         model,
         aliases=tuple(dict.fromkeys((*model.aliases, *aliases))),
-        profiles=tuple(profiles.values()),
+        profiles=patched,
         memory_mib=memory,
         overridden=True,
     )

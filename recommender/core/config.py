@@ -62,6 +62,70 @@ SM_HUNGRY_UTILISATION = 70.0
 profiles of equal memory. Below it, the profile with fewer compute slices serves it as well
 and leaves compute to others (GenTD26: median duty cycle 0 %, p90 25 %)."""
 
+# --- online per-action learning and the slice choice (core/online.py, core/predictive.py) --
+
+ONLINE_HALF_LIFE_EXECUTIONS = 12.0
+"""Weight of an execution in an action's own model halves every this many newer executions
+(and with age, as HISTORY_HALF_LIFE). Shorter follows a step change faster but leaves a
+regression on the inputs too few effective points; 12 keeps about 17 effective executions."""
+
+ONLINE_PRIOR_DF = 4.0
+"""Pseudo-degrees of freedom of the population's spread in every action's scale: with two
+executions an action is not trusted to vary as little as they did; by 20 its own errors rule."""
+
+ONLINE_SELECTION_QUANTILE = 0.95
+"""Designs are compared by the leave-one-out pinball loss of their bound at this quantile: the
+upper tail is what sizes a slice, so a design is judged there, not on its mean."""
+
+ONLINE_MIN_TREND_SAMPLES = 6
+"""Executions before a trend in the action's execution order is considered (GenTD26: memory
+grows within a pod's life); fewer cannot tell a trend from noise."""
+
+ONLINE_MIN_SPARE_SAMPLES = 4
+"""Executions beyond the number of a design's inputs before it is fitted at all."""
+
+ONLINE_FEATURE_PRESENCE = 0.8
+"""A feature enters an action's model when at least this share of its executions carried it."""
+
+ONLINE_MAX_FEATURES = 4
+"""Inputs per action model: each costs data; the busiest features first."""
+
+ONLINE_MEMO_ACTIONS = 20_000
+"""Actions whose fitted models a replica keeps (a few KB each), like CACHE_MAX_ACTIONS."""
+
+ONLINE_MIN_SAMPLES_OVER_LEARNED = 10
+"""An action's own online model takes precedence over the offline learned model from this many
+executions on; before, a serving offline model (which has seen other actions) comes first."""
+
+OOM_PENALTY = 30.0
+"""What an OOM costs beyond the memory its attempt held, in multiples of that slice: the run is
+lost and redone, and the user waits. The slice is chosen by expected cost (slice memory plus
+the chance of an OOM times this penalty and the rungs above). At 30 a slice twice as large is
+taken once the smaller one's OOM chance passes about 3 %; higher penalties buy fewer OOMs with
+more memory (README, Evaluation)."""
+
+ESTIMATE_QUANTILE = 0.95
+"""The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice
+itself is chosen by expected cost, not by this number."""
+
+POPULATION_SAMPLES = 20_000
+"""Most recent executions (across actions) the population prior is learned from: one bounded
+query, about 20 ms, refreshed as below."""
+
+POPULATION_REFRESH_S = 60.0
+POPULATION_REFRESH_RECORDS = 200
+"""The population is read again after this long or this many recorded executions, whichever
+comes first: a new service learns its first actions' level quickly, a busy one not per call."""
+
+POPULATION_MIN_ACTIONS = 3
+"""Actions needed before their first peaks (or declared ratios) are a prior for a new one."""
+
+POPULATION_MIN_RUNS_FOR_SPREAD = 3
+POPULATION_DEFAULT_LOG_SCALE = 0.25
+POPULATION_MIN_LOG_SCALE = 0.05
+"""The typical run-to-run spread of an action's log peak: learned as the median over actions
+with a few runs; 0.25 (peaks within about x1.3) before any, and never below 0.05 (5 %)."""
+
 # --- service ----------------------------------------------------------------------------
 
 DEFAULT_PORT = 50051
@@ -94,17 +158,64 @@ MAX_MEMORY_MIB = 2**24
 
 THROUGHPUT_EXPONENT_DOWN = 0.9
 THROUGHPUT_EXPONENT_UP = 0.5
-"""Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when an action has
-been measured at one size only. Fitted over ParvaGPU's A100 table (89 model x batch pairs) the
-exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should cost slices, not
-the target: towards smaller slices assume near-linear loss (0.9), towards larger ones a modest
-gain (0.5), so an untried size is never predicted much faster than it is likely to be."""
-
-THROUGHPUT_MAX_EXPONENT = 1.1
-"""More compute slices never speed a worker up much beyond linearly; a steeper fit is noise."""
+"""Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when a size lies
+outside the sizes an action was measured at and fewer than THROUGHPUT_MIN_POPULATION other
+actions show the step between the two sizes. Fitted over ParvaGPU's A100 table (89 model x
+batch pairs) the exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should
+cost slices, not the target: towards smaller slices assume near-linear loss (0.9), towards
+larger ones a modest gain (0.5), so an untried size is never predicted much faster than it is
+likely to be."""
 
 THROUGHPUT_HISTORY = 200
 """Most recent successful executions with a throughput used to fit an action's curve."""
+
+THROUGHPUT_MATCH_DISTANCE = 0.10
+"""Two actions have the same curve shape when, scaled to agree at one size, their log throughput
+at the other sizes both ran differs by at most this (RMS): 10 %, a few times the run-to-run
+noise of a throughput measurement and a seventh of the gap between a flat and a linear curve
+over a doubling of slices (log 2 = 0.69 for a linear curve, 0 for a flat one)."""
+
+THROUGHPUT_NEIGHBOURS = 5
+"""A size an action never ran is predicted by at most this many of the most similar actions,
+and the most cautious of them is taken: enough that one odd neighbour is outvoted by caution,
+few enough that they stay similar."""
+
+THROUGHPUT_MIN_NEIGHBOURS = 2
+"""Fewest matching actions before their shape is borrowed: one neighbour may be a coincidence;
+below this the curve interpolates its own measurements or extrapolates cautiously."""
+
+THROUGHPUT_MIN_POPULATION = 5
+"""Fewest actions (of the same GPU model, measured at both sizes) before the population's ratio
+between two sizes replaces the default exponents when extrapolating from one measured size."""
+
+THROUGHPUT_POPULATION_QUANTILE = 0.10
+"""Extrapolating from one measured size, with no shape to match, the step to another size is
+the population's 10th percentile: a guess that is too low costs a worker, one that is too high
+misses the target, so it is biased low; one action in ten may still be slower."""
+
+THROUGHPUT_DELTA_PRIOR = 3.0
+"""Executions with several workers are shrunk towards perfect scaling (MIG instances share no
+compute) as if this many had shown it: the exponent moves fully only with evidence."""
+
+THROUGHPUT_MAX_DELTA = 0.5
+"""The learned exponent is capped here (total throughput grows at least as n^0.5): past it more
+workers barely add throughput, the count a target needs explodes (1 / (1 - delta) in the
+exponent), and a target that far out of reach is answered with the best reachable anyway."""
+
+THROUGHPUT_POPULATION_TTL_S = 300.0
+"""How long the use case keeps the population of throughput curves before reading it again (in
+the background). It changes only as executions on new sizes accumulate, so a new size shows up
+across actions within five minutes; the read is one grouped scan of recent executions (about a
+second at 200,000 of them), so once per replica per five minutes, not per Recommend."""
+
+THROUGHPUT_POPULATION_TIMEOUT_S = 60.0
+"""Statement timeout of that background read on PostgreSQL, instead of the runner's 2 s: a
+scan of a few million executions takes seconds; one that takes a minute is a database in
+trouble, and the previous population keeps serving."""
+
+THROUGHPUT_POPULATION_DAYS = 90
+"""Executions older than this do not shape the population (drivers, frameworks and models
+change); an action's own history is bounded by HISTORY_WINDOW instead."""
 
 MAX_NODES_SCORED = 64
 """Nodes whose placements are compared for fragmentation; beyond that the first fit is taken."""
@@ -172,3 +283,29 @@ DEFAULT_METRICS_PORT = 9464
 
 METRICS_MAX_ACTIONS = 1000
 """Actions with their own metric series; the rest share action_id="other" (cardinality)."""
+
+# --- layout advice ----------------------------------------------------------------------
+
+LAYOUT_WINDOW = timedelta(days=7)
+"""Default window of recorded executions that AdviseLayout learns from: a full week holds the
+weekday and weekend cycles, and repartitioning more often than weekly disrupts running pods."""
+
+LAYOUT_MAX_GPUS = 1024
+"""Most GPUs one AdviseLayout call lays out. A cluster's worth of one model; the heuristic above
+the exact search's limit takes about a second per thousand GPUs on one core."""
+
+LAYOUT_EXACT_STATES = 60_000
+"""The search is exact (a reachability search over capacity vectors capped at the demand's
+peaks) while it has at most this many states, about a second on one core; above it, a greedy
+start improved by one-GPU swaps, with an upper bound reported beside it."""
+
+LAYOUT_SWAP_ROUNDS = 200
+"""Improving one-GPU swaps the heuristic tries at most; each strictly improves the layout, so
+this only bounds the time on huge inputs (a few dozen rounds suffice in the evaluation)."""
+
+LAYOUT_CONFIG_NAME = "intelliscale-advised"
+"""The mig-parted configuration's name in the advice: the `nvidia.com/mig.config` label value
+that selects it."""
+
+LAYOUT_REPORT_BUCKETS = 168
+"""Spans of the report's demand-over-time chart: hours of the default 7-day window."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -72,6 +73,16 @@ class Pool:
     profiles: tuple[MigProfile, ...]
     """Profiles configured on the pool (resolved); empty means every base profile."""
     nodes: tuple[Node, ...] = ()
+    spellings: tuple[tuple[str, str], ...] = ()
+    """(catalog name, the pool's name) where the pool lists a profile by a driver spelling:
+    the device plugin advertises `nvidia.com/mig-<the node's spelling>`."""
+
+    def spelling(self, profile: MigProfile) -> str:
+        """The profile's name as this pool's nodes spell it."""
+        for name, spelt in self.spellings:
+            if name == profile.name:
+                return spelt
+        return profile.name
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,12 @@ class Sample:
     profile: str = ""
     throughput: float = 0.0
     """Items/s per worker, 0 when not measured."""
+    execution_id: str = ""
+    """The runner's execution: an OOM and the retry that fitted share it."""
+    features: Mapping[str, float] = field(default_factory=dict)
+    """The request's features, for the per-action model of peak on inputs."""
+    count: int = 1
+    """Workers the execution ran with: per-worker throughput may fall as the count grows."""
     at_s: float = field(init=False, repr=False, compare=False)
     """`at` as POSIX seconds, computed once: decays weigh every sample on every Recommend, and
     datetime arithmetic cost them more than the rest of the estimate."""
@@ -158,6 +175,8 @@ class StoredRecommendation:
     parent_id: str | None = None
     oom_at: datetime | None = None
     oom_observed_peak_mib: float | None = None
+    declared_memory_mib: int = 0
+    """The user's own figure in the request, kept for the population prior."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +198,19 @@ class Execution:
     ended_at: datetime
     started_at: datetime | None = None
     features: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ThroughputRow:
+    """Mean per-worker throughput of an action's successful executions with one (GPU model,
+    profile, count): a row of the population the throughput curves borrow shapes from."""
+
+    action_id: str
+    gpu_model: str
+    profile: str
+    count: int
+    throughput: float
+    executions: int
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,17 @@ from typing import Protocol
 
 from recommender.core import config
 from recommender.core.domain import Outcome, Sample
+from recommender.core.online import ActionModels
+from recommender.core.population import Population
 from recommender.core.ports import MemoryPredictor
+from recommender.core.predictive import Predictive
 
 PRIOR = "prior"
 HISTORY = "history"
 MODEL = "model"
 FALLBACK = "fallback"
+POPULATION = "population"
+"""A new action's prior learned from other actions."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,9 @@ class Estimate:
     hard_floor_mib: float = 0.0
     """Memory known to be needed (a declared figure, a recent OOM): nothing smaller will do."""
     model_version: str = ""
+    predictive: Predictive | None = None
+    """The need's distribution, when the estimator knows it: the policy then chooses the slice
+    by expected cost instead of the smallest one above `mib`."""
 
 
 class Estimator(Protocol):
@@ -253,7 +261,8 @@ class WithOomFloor:
         floor = max(oom_bumped(s.slice_mib, s.peak_mib) for s in recent)
         # Known for certain: more than the slice it died in, and at least the peak seen.
         known = max(max(s.slice_mib + 1, s.peak_mib) for s in recent)
-        e = replace(e, hard_floor_mib=max(e.hard_floor_mib, known))
+        e = replace(e, hard_floor_mib=max(e.hard_floor_mib, known),
+                    predictive=e.predictive.with_floor(known) if e.predictive else None)
         if floor <= e.mib:
             return e
         return replace(e, mib=floor, detail=f"{e.detail}, raised to a recent OOM's {floor:,.0f}")
@@ -297,19 +306,74 @@ class LargerOf:
         return replace(best, hard_floor_mib=max(e.hard_floor_mib for e in found))
 
 
-def default_estimator(predictor: Callable[[], MemoryPredictor | None] | None = None
+@dataclass(frozen=True)
+class OnlineModel:
+    """The action's own model, fitted online on its history (`core.online`): the design that
+    predicted its past executions best, a Student-t around it calibrated on its own errors."""
+
+    models: ActionModels
+    population: Callable[[], Population | None] = lambda: None
+    min_samples: int = 1
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        samples = evidence.samples
+        if len(samples) < self.min_samples:
+            return None
+        pop = self.population()
+        log_scale = pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE
+        model = self.models.get(evidence.action_id, samples, evidence.now.timestamp(),
+                                log_scale)
+        found = model.predict(evidence.features) if model else None
+        if found is None:
+            return None
+        need, fit = found
+        if fit.samples < self.min_samples:
+            return None
+        mib = need.quantile(config.ESTIMATE_QUANTILE)
+        return Estimate(
+            mib=mib, source=HISTORY,
+            quantile=config.ESTIMATE_QUANTILE,
+            detail=f"{fit.design.name} over {fit.samples} executions: {need.describe()}, "
+            f"p{config.ESTIMATE_QUANTILE * 100:g} {mib:,.0f} MiB",
+            predictive=need)
+
+
+@dataclass(frozen=True)
+class PopulationPrior:
+    """A new action's need as other actions suggest it (`core.population`): their first
+    peaks, or how first peaks relate to declared memory when the user declared some."""
+
+    population: Callable[[], Population | None]
+
+    def estimate(self, evidence: Evidence) -> Estimate | None:
+        pop = self.population()
+        found = pop.prior(evidence.declared_mib) if pop else None
+        if found is None:
+            return None
+        need, why = found
+        mib = need.quantile(config.ESTIMATE_QUANTILE)
+        return Estimate(mib=mib, source=POPULATION, quantile=config.ESTIMATE_QUANTILE,
+                        detail=f"new action: {why}; p{config.ESTIMATE_QUANTILE * 100:g} "
+                        f"{mib:,.0f} MiB", predictive=need)
+
+
+def default_estimator(predictor: Callable[[], MemoryPredictor | None] | None = None,
+                      models: ActionModels | None = None,
+                      population: Callable[[], Population | None] | None = None
                       ) -> Estimator:
-    """The learned model when it applies; the history quantile when there is enough history;
-    else the larger of the prior and the max of the few samples. A recent OOM is a floor."""
+    """The action's own online model once it has a few executions (the offline learned model
+    first while it has fewer and a version serves); for a new action, the population's prior,
+    else the declared figure. A recent OOM is a floor; nothing goes below the minimum."""
+    models = models or ActionModels()
+    population = population or (lambda: None)
     prior = WithMargin(DeclaredPrior(), config.PRIOR_MARGIN)
-    history = WithMargin(DecayedQuantile(config.MEMORY_QUANTILE, config.HISTORY_HALF_LIFE,
-                                         config.HISTORY_MIN_WEIGHT,
-                                         config.HISTORY_HALF_LIFE_EXECUTIONS),
-                         config.HISTORY_MARGIN)
-    sparse = WithMargin(MaxOfSamples(), config.SPARSE_MARGIN)
-    chain: tuple[Estimator, ...] = (history, LargerOf((prior, sparse)))
-    if predictor is not None:
-        chain = (Learned(predictor), *chain)
+    chain: tuple[Estimator, ...] = (
+        OnlineModel(models, population, config.ONLINE_MIN_SAMPLES_OVER_LEARNED),
+        *((Learned(predictor),) if predictor is not None else ()),
+        OnlineModel(models, population, 1),
+        PopulationPrior(population),
+        prior,
+    )
     return WithMinimum(WithOomFloor(FirstOf(chain), config.OOM_FLOOR_WINDOW),
                        config.MIN_ESTIMATE_MIB)
 

@@ -7,7 +7,6 @@ pod on one node), and priced by the memory it would waste.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from recommender.core.catalog import MigProfile
 from recommender.core.domain import Decision, Node, Pool, Request, Rung, Strategy
 from recommender.core.estimation import FALLBACK, Estimate
 from recommender.core.placement import PlacementError, place, place_whole_gpus
+from recommender.core.predictive import Predictive, expected_cost
 from recommender.core.throughput import ThroughputCurve
 
 LADDER = "ladder"
@@ -64,7 +64,7 @@ def pod_resources(pool: Pool, profile: MigProfile, count: int) -> dict[str, str]
     n = str(count)
     match pool.strategy:
         case Strategy.MIXED:
-            return {f"nvidia.com/mig-{profile.name}": n}
+            return {f"nvidia.com/mig-{pool.spelling(profile)}": n}
         case Strategy.DYNAMIC:
             return {"nvidia.com/gpu": n, "nvidia.com/gpumem": str(profile.memory_mib)}
         case Strategy.SINGLE | Strategy.NONE:
@@ -204,22 +204,25 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
         for profile in candidate_profiles(pool, more_compute_first=sm_hungry):
             if need is not None and profile.memory_mib < need:
                 continue
-            per_worker = curve.predict(pool.gpu_model.id, profile.compute_slices)
-            if per_worker is None or per_worker <= 0:
+            model, slices = pool.gpu_model.id, profile.compute_slices
+            needed = curve.count_for(model, slices, target)
+            if needed is None:
                 continue
-            count = max(low, math.ceil(target / per_worker - 1e-9))
+            count = max(low, needed)
             if count <= high:
                 option, _ = _option(index, pool, profile, count, memo)
                 if option is not None:
                     cost = (profile.compute_slices * count, profile.memory_mib * count, index)
-                    meeting.append((cost, _Choice(option, count, per_worker * count)))
+                    meeting.append((cost, _Choice(option, count,
+                                                  curve.total(model, slices, count) or 0.0)))
                     continue
             # Best reachable: the most workers that can be placed, up to max_workers.
             for n in range(min(count, high), low - 1, -1):
                 option, _ = _option(index, pool, profile, n, memo)
                 if option is not None:
-                    key = (-per_worker * n, profile.compute_slices * n, index)
-                    reachable.append((key, _Choice(option, n, per_worker * n)))
+                    total = curve.total(model, slices, n) or 0.0
+                    key = (-total, profile.compute_slices * n, index)
+                    reachable.append((key, _Choice(option, n, total)))
                     break
     if meeting:
         return min(meeting, key=lambda t: t[0])[1], ""
@@ -228,6 +231,22 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
         return best, (f"target {target:,.1f} items/s cannot be met within max_workers={high}: "
                       f"best reachable {best.throughput:,.1f} items/s")
     return None, ""
+
+
+def _by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float
+                      ) -> tuple[float | None, dict[int, float]]:
+    """The slice memory of least expected cost on this pool, and each size's expected cost.
+
+    Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), an
+    OOM penalty and the climb through the sizes above (`predictive.expected_cost`). Sizes below
+    what is known to be needed are never candidates."""
+    sizes = sorted({float(p.memory_mib) for p in profiles})
+    costs = {int(s): expected_cost(sizes, i, need, config.OOM_PENALTY)
+             for i, s in enumerate(sizes) if s >= floor_mib}
+    if not costs:
+        return None, {}
+    best = min(costs, key=lambda s: (costs[s], s))
+    return float(best), costs
 
 
 def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = False,
@@ -244,16 +263,22 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     largest: list[tuple[int, int, Option]] = []
     reasons: dict[str, str] = {}
     need = estimate.mib if estimate else None
+    predictive = estimate.predictive if estimate else None
     for index, pool in pools:
         profiles = candidate_profiles(pool, more_compute_first=sm_hungry)
         why = "no profile"
-        for profile in profiles if need is not None else []:
-            assert need is not None
-            if profile.memory_mib < need:
+        pool_need = need
+        costs: dict[int, float] = {}
+        if predictive is not None and estimate is not None:
+            pool_need, costs = _by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
+        for profile in profiles if pool_need is not None else []:
+            assert pool_need is not None
+            if profile.memory_mib < pool_need:
                 continue
             option, why = _option(index, pool, profile, count, memo)
             if option is not None:
-                waste = (profile.memory_mib - need) * count
+                waste = (costs[profile.memory_mib] if costs
+                         else profile.memory_mib - pool_need) * count
                 fitting.append((waste, profile.compute_slices * count, index, option))
                 break
         for profile in reversed(profiles):
@@ -269,8 +294,14 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     throughput = 0.0
     if fitting:
         chosen = min(fitting, key=lambda t: t[:3])[3]
-        notes.append("the smallest slice that fits" if len(pools) == 1 else
-                     "the fitting slice that wastes least memory among the offered pools")
+        if predictive is not None:
+            notes.append(
+                f"the slice of least expected cost (memory plus {config.OOM_PENALTY:g}x the "
+                f"slice for an OOM, {predictive.survival(chosen.profile.memory_mib):.1%} "
+                "likely)" + ("" if len(pools) == 1 else " among the offered pools"))
+        else:
+            notes.append("the smallest slice that fits" if len(pools) == 1 else
+                         "the fitting slice that wastes least memory among the offered pools")
     else:
         mib, _, chosen = max(largest, key=lambda t: t[:2])
         floor = estimate.hard_floor_mib if estimate else 0.0
@@ -298,7 +329,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
                 notes += [
                     f"fewest GPU slices for {request.target_throughput:,.1f} items/s: "
                     f"{count} x {throughput / count:,.1f} items/s predicted "
-                    f"({curve.describe()})"
+                    f"({curve.describe(chosen.pool.gpu_model.id, chosen.profile.compute_slices)})"
                 ]
                 if shortfall:
                     notes.append(shortfall)

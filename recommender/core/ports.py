@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from recommender.core.demand import Run
 from recommender.core.domain import (
     Execution,
     HistoryEntry,
@@ -18,7 +19,9 @@ from recommender.core.domain import (
     ModelVersion,
     Sample,
     StoredRecommendation,
+    ThroughputRow,
 )
+from recommender.core.population import PopulationSample
 
 
 class RecommendationStore(Protocol):
@@ -41,6 +44,17 @@ class RecommendationStore(Protocol):
         ...
     def action_samples(self, action_id: str, limit: int) -> list[Sample]:
         """The action's `limit` most recent executions, newest first."""
+        ...
+    def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
+                       pool_id: str = "") -> list[Run]:
+        """Executions on `gpu_model` (and `pool_id`) that ran in [since, until), as demand."""
+        ...
+    def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
+        """Mean per-worker throughput per (action, GPU model, profile, count) since `since`:
+        what the throughput curves of other actions are learned from."""
+        ...
+    def population_samples(self, limit: int) -> list[PopulationSample]:
+        """The `limit` most recent executions across actions, for the population prior."""
         ...
 
 

@@ -1,19 +1,41 @@
-"""Per-worker throughput by profile, learned from an action's recorded executions.
+"""Per-worker throughput by profile: measured, interpolated, or borrowed from similar actions.
 
-Throughput grows with compute slices, but rarely linearly: a small batch is latency-bound and
-gains nothing from more slices, a large one scales almost linearly until memory bandwidth
-saturates (ParvaGPU's A100 tables show both). So each action gets its own scaling curve, a
-log-log linear fit of throughput against compute slices (a power law t = a * c^b), with one
-intercept per GPU model. A profile never tried is estimated from the curve, not guessed. With
-observations at a single size the exponent cannot be fitted; the pooled exponent of all actions
-with several sizes is used, or a conservative default.
+Throughput grows with compute slices, but neither linearly nor as one power law: a small batch is
+latency-bound and gains nothing from more slices, a large one scales almost linearly, and in
+between the curve bends where the batch stops filling the instance (ParvaGPU's A100 tables show
+all three, and a bump at 3g.40gb, which has half the card's memory bandwidth for 3/7 of its
+compute). So an action's curve is built from what is known, in this order, per GPU model:
+
+1. **Measured sizes**: the median per-worker throughput of its successful executions at each
+   compute-slice size, in log space (one slow run does not move it), normalised to one worker
+   by the action's scaling efficiency (below).
+2. **Similar actions** (`Population`): for a size it never ran, other actions on the same GPU
+   model that ran there and whose curve has the same shape as this one's on the sizes both ran
+   (after scaling: the log-ratios between sizes agree within `THROUGHPUT_MATCH_DISTANCE`) each
+   predict it; the most cautious of the nearest few is taken. This is the shape learned across
+   actions: the population says how throughput at 3g relates to 1g and 7g for curves like this.
+3. **Interpolation**: between two measured sizes, piecewise linear in (log slices, log
+   throughput), i.e. a power law through each pair of neighbours.
+4. **Extrapolation** outside the measured range: from the nearest measured size with a low
+   quantile of the ratio seen across the GPU model's actions between those two sizes, or, with
+   too few actions, cautious default exponents.
+
+**Scaling efficiency**: a runner reports throughput per worker, and `count` workers may deliver
+less than `count` times one (a shared input pipeline, a shared parameter server). Executions with
+count > 1 at a size also measured with one worker give the action's exponent `delta` in
+per-worker(n) = per-worker(1) * n**-delta; the count for a target accounts for it.
+
+Pure: numpy only. A curve is fitted per Recommend from the action's cached samples and the
+population (refreshed by the use case every `THROUGHPUT_POPULATION_TTL_S`); both steps cost tens
+to hundreds of microseconds (tests/test_throughput.py measures it).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,110 +48,279 @@ class ThroughputSample:
     compute_slices: int
     throughput: float
     """Items/s per worker."""
+    count: int = 1
+    """Workers the execution ran with."""
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@dataclass(frozen=True)
+class Levels:
+    """An action's measured log per-worker throughput at one worker, per GPU model and size."""
+
+    by_model: dict[str, dict[int, float]]
+    delta: float
+    """Scaling exponent: per-worker throughput at n workers is n**-delta times one worker's."""
+    delta_executions: int
+    """Executions with count > 1 that the exponent was learned from (0: assumed 0)."""
+    samples: int
+
+
+def measured_levels(samples: Sequence[ThroughputSample]) -> Levels | None:
+    """Median log throughput per (model, size), with one worker's level, or None without data.
+
+    Executions with one worker give a size's level directly. Those with n > 1 at a size that
+    also has one-worker executions teach the scaling exponent; those at sizes measured only with
+    several workers give the level once divided by the learned efficiency.
+    """
+    good = [s for s in samples
+            if s.throughput > 0 and s.compute_slices > 0 and math.isfinite(s.throughput)]
+    if not good:
+        return None
+    single: dict[tuple[str, int], list[float]] = defaultdict(list)
+    multi: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
+    for s in good:
+        key = (s.gpu_model, s.compute_slices)
+        if s.count <= 1:
+            single[key].append(math.log(s.throughput))
+        else:
+            multi[key].append((math.log(s.throughput), s.count))
+    level1 = {k: _median(v) for k, v in single.items()}
+    deltas = [(level1[k] - lv) / math.log(n)
+              for k, obs in multi.items() if k in level1 for lv, n in obs]
+    delta = 0.0
+    if deltas:
+        # Shrunk towards perfect scaling while there are few: one slow run with 8 workers is
+        # not yet a law. Never negative (n workers never beat n times one), never near 1.
+        raw = _median(deltas) * len(deltas) / (len(deltas) + config.THROUGHPUT_DELTA_PRIOR)
+        delta = min(max(raw, 0.0), config.THROUGHPUT_MAX_DELTA)
+    by_model: dict[str, dict[int, float]] = defaultdict(dict)
+    for (model, c), v in level1.items():
+        by_model[model][c] = v
+    for (model, c), obs in multi.items():
+        if (model, c) not in level1:
+            by_model[model][c] = _median([lv + delta * math.log(n) for lv, n in obs])
+    return Levels(dict(by_model), delta, len(deltas), len(good))
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    """One GPU model's population: for each size, the actions that ran it, as a matrix of
+    their levels at every size (NaN where they never ran), and where each action sits in it."""
+
+    col: dict[int, int]
+    at: dict[int, tuple[np.ndarray, dict[str, int]]]
+
+
+class Population:
+    """Other actions' measured levels on each GPU model: the shapes a curve can borrow.
+
+    Held per GPU model and size as a matrix (the actions that ran that size x all sizes), so a
+    prediction is a few vector operations over those actions, not a loop over all of them.
+    """
+
+    def __init__(self, levels: Mapping[str, Levels]) -> None:
+        per_model: dict[str, dict[str, dict[int, float]]] = defaultdict(dict)
+        for action_id, lv in levels.items():
+            for model, measured in lv.by_model.items():
+                per_model[model][action_id] = measured
+        self._models: dict[str, _Shapes] = {}
+        for model, actions in per_model.items():
+            sizes = sorted({c for v in actions.values() for c in v})
+            col = {c: j for j, c in enumerate(sizes)}
+            at: dict[int, tuple[np.ndarray, dict[str, int]]] = {}
+            for c in sizes:
+                ids = sorted(a for a, v in actions.items() if c in v)
+                m = np.full((len(ids), len(sizes)), np.nan)
+                for i, a in enumerate(ids):
+                    for k, v in actions[a].items():
+                        m[i, col[k]] = v
+                at[c] = (m, {a: i for i, a in enumerate(ids)})
+            self._models[model] = _Shapes(col, at)
+        self.actions = len(levels)
+
+    @classmethod
+    def from_samples(cls, rows: Iterable[tuple[str, ThroughputSample]]) -> Population:
+        by_action: dict[str, list[ThroughputSample]] = defaultdict(list)
+        for action_id, s in rows:
+            by_action[action_id].append(s)
+        fitted = {a: lv for a, ss in by_action.items() if (lv := measured_levels(ss))}
+        return cls(fitted)
+
+    def _ran(self, model: str, c: int, exclude: str) -> tuple[np.ndarray, dict[int, int]] | None:
+        """The matrix of the other actions that ran size c, and the column of each size."""
+        shapes = self._models.get(model)
+        if shapes is None or c not in shapes.at:
+            return None
+        m, index = shapes.at[c]
+        if exclude in index:
+            m = np.delete(m, index[exclude], axis=0)
+        return (m, shapes.col) if len(m) else None
+
+    def predict(self, model: str, own: Mapping[int, float], c: int, exclude: str
+                ) -> tuple[float, str] | None:
+        """Log throughput at size c for an action whose measured levels are `own`, from the
+        nearest similar actions; or None when too few match."""
+        found = self._ran(model, c, exclude)
+        if found is None:
+            return None
+        sub, col = found
+        # Anchor each candidate at the shared size nearest to c: the borrowed step is short.
+        shared = sorted((k for k in own if k in col), key=lambda k: (abs(math.log(k / c)), k))
+        if len(shared) < 2:
+            return None  # one size says nothing about shape: see ratio()
+        anchor_col = np.full(len(sub), -1)
+        anchor_own = np.zeros(len(sub))
+        for k in shared:
+            take = (anchor_col < 0) & ~np.isnan(sub[:, col[k]])
+            anchor_col[take] = col[k]
+            anchor_own[take] = own[k]
+        anchored = anchor_col >= 0
+        sub, anchor_col, anchor_own = sub[anchored], anchor_col[anchored], anchor_own[anchored]
+        anchor_val = sub[np.arange(len(sub)), anchor_col]
+        sq = np.zeros(len(sub))
+        n = np.zeros(len(sub))
+        for k in shared:
+            v = sub[:, col[k]]
+            ok = ~np.isnan(v) & (anchor_col != col[k])
+            diff = (own[k] - anchor_own) - (v - anchor_val)
+            sq[ok] += diff[ok] ** 2
+            n[ok] += 1
+        # Matching on no size but the anchor says nothing about shape: never a neighbour.
+        dist = np.full(len(sub), np.inf)
+        dist[n > 0] = np.sqrt(sq[n > 0] / n[n > 0])
+        match = dist <= config.THROUGHPUT_MATCH_DISTANCE
+        if int(match.sum()) < config.THROUGHPUT_MIN_NEIGHBOURS:
+            return None
+        # Each neighbour is trusted as far as it matched: one that differed by 5 % on the
+        # sizes both ran may differ by as much here.
+        pred = sub[match, col[c]] - anchor_val[match] + anchor_own[match] - dist[match]
+        nearest = np.argsort(dist[match], kind="stable")[: config.THROUGHPUT_NEIGHBOURS]
+        # The most cautious of the nearest: over-predicting misses the target, under-predicting
+        # costs a worker.
+        return float(pred[nearest].min()), f"{len(nearest)} similar actions"
+
+    def ratio(self, model: str, k: int, c: int, exclude: str) -> float | None:
+        """A low quantile of log t(c) - log t(k) across the model's actions, or None."""
+        found = self._ran(model, c, exclude)
+        if found is None or k not in found[1]:
+            return None
+        sub, col = found
+        d = sub[:, col[c]] - sub[:, col[k]]
+        d = d[~np.isnan(d)]
+        if len(d) < config.THROUGHPUT_MIN_POPULATION:
+            return None
+        return float(np.quantile(d, config.THROUGHPUT_POPULATION_QUANTILE))
+
+
+EMPTY = Population({})
 
 
 @dataclass(frozen=True)
 class ThroughputCurve:
-    """t(model, c) = exp(intercept[model]) * c ** exponent, fitted in log space.
+    """An action's per-worker throughput by (GPU model, compute slices) and its scaling."""
 
-    Without a fitted exponent (one size measured), the curve is anchored at the measured size
-    `anchor` and extrapolates with a cautious exponent in each direction.
-    """
+    levels: Levels
+    population: Population = EMPTY
+    action_id: str = ""
+    memory_slices: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    """Per GPU model, memory slices of the profile with each number of compute slices."""
+    _memo: dict[tuple[str, int], tuple[float, str]] = field(
+        default_factory=dict, compare=False, repr=False)
 
-    intercepts: dict[str, float]
-    exponent: float
-    samples: int
-    fitted_exponent: bool
-    anchor: float = 0.0
+    def _log_level(self, model: str, c: int) -> tuple[float, str]:
+        key = (model, c)
+        if key not in self._memo:
+            self._memo[key] = self._estimate(model, c)
+        return self._memo[key]
+
+    def _estimate(self, model: str, c: int) -> tuple[float, str]:
+        own = self.levels.by_model[model]
+        if c in own:
+            return own[c], "measured"
+        return self._unmeasured(model, own, c)
+
+    def _unmeasured(self, model: str, own: Mapping[int, float], c: int) -> tuple[float, str]:
+        borrowed = self.population.predict(model, own, c, self.action_id)
+        if borrowed is not None:
+            return borrowed
+        below = [k for k in own if k < c]
+        above = [k for k in own if k > c]
+        if below and above:
+            a, b = max(below), min(above)
+            # No other action shows how the curve bends here. Piecewise linear in log slices,
+            # read two ways and the lower taken: by compute slices, and by compute and memory
+            # slices together (their geometric mean), since MIG hands out memory bandwidth with
+            # the memory slices: 3g.40gb has half the card's, 4g.40gb no more than 3g.40gb.
+            weights = [math.log(c / a) / math.log(b / a)]
+            mem = self.memory_slices.get(model, {})
+            if all(mem.get(k, 0) > 0 for k in (a, b, c)):
+                lo, mid, hi = (math.log(k * mem[k]) for k in (a, c, b))
+                if lo < mid < hi:  # a catalog where it is not so has no such reading
+                    weights.append((mid - lo) / (hi - lo))
+            return min(own[a] + w * (own[b] - own[a]) for w in weights), "interpolated"
+        k = min(above) if above else max(below)
+        step = self.population.ratio(model, k, c, self.action_id)
+        if step is not None:
+            return own[k] + step, f"from {k} slices, as other actions scale"
+        exponent = config.THROUGHPUT_EXPONENT_DOWN if c < k else config.THROUGHPUT_EXPONENT_UP
+        return own[k] + exponent * math.log(c / k), f"from {k} slices, default exponent"
 
     def predict(self, gpu_model: str, compute_slices: int) -> float | None:
-        """Items/s per worker, or None when nothing is known about this GPU model."""
-        if gpu_model in self.intercepts:
-            base = self.intercepts[gpu_model]
-        elif self.intercepts:
-            # Another model's curve is a guess across hardware: use the most cautious one.
-            base = min(self.intercepts.values())
-        else:
+        """Items/s of one worker, or None when nothing is known about this GPU model."""
+        if gpu_model in self.levels.by_model:
+            return float(math.exp(self._log_level(gpu_model, compute_slices)[0]))
+        # Another model's curve is a guess across hardware: use the most cautious one.
+        guesses = [math.exp(self._log_level(m, compute_slices)[0]) for m in self.levels.by_model]
+        return min(guesses) if guesses else None
+
+    def total(self, gpu_model: str, compute_slices: int, count: int) -> float | None:
+        """Items/s of `count` workers, with the action's scaling efficiency."""
+        one = self.predict(gpu_model, compute_slices)
+        if one is None:
             return None
-        at_anchor = base + self.exponent * math.log(self.anchor or compute_slices)
-        if self.fitted_exponent or not self.anchor:
-            return float(math.exp(base + self.exponent * math.log(compute_slices)))
-        b = (config.THROUGHPUT_EXPONENT_DOWN if compute_slices < self.anchor
-             else config.THROUGHPUT_EXPONENT_UP)
-        return float(math.exp(at_anchor + b * math.log(compute_slices / self.anchor)))
+        return float(one * count ** (1.0 - self.levels.delta))
 
-    def describe(self) -> str:
-        if self.fitted_exponent:
-            return f"throughput ~ slices^{self.exponent:.2f} ({self.samples} executions)"
-        return (f"throughput measured at {self.anchor:g} slices only, extrapolated with "
-                f"exponents {config.THROUGHPUT_EXPONENT_DOWN:g} down and "
-                f"{config.THROUGHPUT_EXPONENT_UP:g} up ({self.samples} executions)")
+    def count_for(self, gpu_model: str, compute_slices: int, target: float) -> int | None:
+        """Fewest workers predicted to deliver `target` items/s, or None when unknown."""
+        one = self.predict(gpu_model, compute_slices)
+        if one is None or one <= 0:
+            return None
+        need = float(max(target / one, 1.0) ** (1.0 / (1.0 - self.levels.delta)))
+        if need > config.MAX_WORKERS:
+            return config.MAX_WORKERS + 1  # out of reach whatever max_workers says
+        n = max(1, math.ceil(need - 1e-9))
+        while n > 1 and (self.total(gpu_model, compute_slices, n - 1) or 0.0) >= target:
+            n -= 1  # float rounding in the power: never one worker too many
+        return n
 
+    def source(self, gpu_model: str, compute_slices: int) -> str:
+        if gpu_model not in self.levels.by_model:
+            return "guessed from another GPU model"
+        return self._log_level(gpu_model, compute_slices)[1]
 
-def _fit_exponent(samples: Sequence[ThroughputSample]) -> float | None:
-    """The scaling exponent with per-model intercepts, robust to a few odd runs."""
-    sizes = {s.compute_slices for s in samples}
-    if len(sizes) < 2:
-        return None
-    models = sorted({s.gpu_model for s in samples})
-    x = np.array(
-        [[math.log(s.compute_slices)] + [1.0 if s.gpu_model == m else 0.0 for m in models]
-         for s in samples]
-    )
-    y = np.array([math.log(s.throughput) for s in samples])
-    coef = huber_fit(x, y)
-    return float(np.clip(coef[0], 0.0, config.THROUGHPUT_MAX_EXPONENT))
-
-
-def huber_fit(x: np.ndarray, y: np.ndarray, delta: float = 1.35, iterations: int = 50
-              ) -> np.ndarray:
-    """Least squares made robust by iteratively reweighting (Huber's loss): residuals beyond
-    `delta` robust standard deviations weigh 1/|r|, so a few odd runs bend the fit little.
-    Plain numpy, microseconds for the handful of rows an action has."""
-    coef = np.linalg.lstsq(x, y, rcond=None)[0]
-    for _ in range(iterations):
-        r = y - x @ coef
-        scale = float(np.median(np.abs(r - np.median(r)))) / 0.6745 or 1e-9
-        u = np.abs(r) / (delta * scale)
-        w = np.where(u <= 1.0, 1.0, 1.0 / np.maximum(u, 1e-12))
-        sw = np.sqrt(w)
-        new = np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None)[0]
-        if np.allclose(new, coef, atol=1e-10):
-            return np.asarray(new)
-        coef = new
-    return np.asarray(coef)
+    def describe(self, gpu_model: str = "", compute_slices: int = 0) -> str:
+        sizes = ", ".join(f"{m} {'/'.join(str(c) for c in sorted(v))}"
+                          for m, v in sorted(self.levels.by_model.items()))
+        text = f"measured at {sizes} slices ({self.levels.samples} executions)"
+        if gpu_model and compute_slices:
+            text += f"; {compute_slices} slices: {self.source(gpu_model, compute_slices)}"
+        if self.levels.delta_executions:
+            text += (f"; scaling n^{1 - self.levels.delta:.2f} from "
+                     f"{self.levels.delta_executions} multi-worker executions")
+        return text
 
 
-def fit_curve(samples: Sequence[ThroughputSample], pooled_exponent: float | None = None
+def fit_curve(samples: Sequence[ThroughputSample], population: Population = EMPTY,
+              action_id: str = "", memory_slices: Mapping[str, Mapping[int, int]] | None = None
               ) -> ThroughputCurve | None:
-    """The action's curve, or None without any throughput measurement."""
-    good = [s for s in samples if s.throughput > 0 and s.compute_slices > 0]
-    if not good:
+    """The action's curve, or None without any throughput measurement. `action_id` keeps the
+    action's own rows out of the population it borrows from."""
+    levels = measured_levels(samples)
+    if levels is None:
         return None
-    exponent = _fit_exponent(good)
-    fitted = exponent is not None
-    anchor = 0.0
-    if exponent is None:
-        # One size measured: anchor there; a pooled exponent (fitted over other actions)
-        # replaces the cautious pair when given.
-        anchor = float(good[0].compute_slices)
-        exponent = pooled_exponent if pooled_exponent is not None else 0.0
-        fitted = pooled_exponent is not None
-    intercepts: dict[str, list[float]] = {}
-    for s in good:
-        intercepts.setdefault(s.gpu_model, []).append(
-            math.log(s.throughput) - exponent * math.log(s.compute_slices))
-    # The median keeps one slow run (a noisy neighbour, a cold cache) from moving the curve.
-    return ThroughputCurve(
-        intercepts={m: float(np.median(v)) for m, v in intercepts.items()},
-        exponent=exponent,
-        samples=len(good),
-        fitted_exponent=fitted,
-        anchor=anchor,
-    )
-
-
-def pooled_exponent(per_action: Sequence[Sequence[ThroughputSample]]) -> float | None:
-    """Median fitted exponent over actions measured at several sizes."""
-    found = [e for samples in per_action if (e := _fit_exponent(samples)) is not None]
-    return float(np.median(found)) if found else None
+    return ThroughputCurve(levels, population, action_id, memory_slices or {})

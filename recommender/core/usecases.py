@@ -9,6 +9,9 @@ says so.
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -16,7 +19,7 @@ from datetime import UTC, datetime
 
 from recommender.core import config
 from recommender.core.cache import ActionCache
-from recommender.core.catalog import Catalog, load_catalog
+from recommender.core.catalog import Catalog, GpuModel, load_catalog
 from recommender.core.domain import (
     Decision,
     Execution,
@@ -28,6 +31,7 @@ from recommender.core.domain import (
     Sample,
     StoredRecommendation,
     StoreUnavailable,
+    ThroughputRow,
 )
 from recommender.core.estimation import (
     FALLBACK,
@@ -36,9 +40,13 @@ from recommender.core.estimation import (
     default_estimator,
     mean_sm_utilisation,
 )
+from recommender.core.layout import RecordedAdvice, advise_recorded
+from recommender.core.online import ActionModels
 from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommend
+from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
+from recommender.core.throughput_population import PopulationCache
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +82,38 @@ class UseCases:
     ) -> None:
         self.store = store
         self.cache = cache
-        self.estimator = estimator or default_estimator(learned)
+        self.action_models = ActionModels()
+        self._population: Population | None = None
+        self._population_read_at = -math.inf
+        self._records_since_population = 0
+        self._population_rows = 0
+        self._population_lock = threading.Lock()
+        self.estimator = estimator or default_estimator(learned, self.action_models,
+                                                        self.memory_population)
         self.clock = clock
         self.catalog = catalog or load_catalog()
+        self.throughput_population = PopulationCache(self.catalog, self._throughput_rows, clock)
+
+    def memory_population(self) -> Population | None:
+        """What other actions say about a new one, read again now and then (POPULATION_*):
+        by one caller at a time, the others meanwhile use what was read before."""
+        # A young service (few rows read) refreshes after a tenth as many new records: its
+        # first actions are the whole population.
+        every = min(config.POPULATION_REFRESH_RECORDS, max(1, self._population_rows // 10))
+        stale = (time.monotonic() - self._population_read_at > config.POPULATION_REFRESH_S
+                 or self._records_since_population >= every)
+        if stale and self._population_lock.acquire(blocking=False):
+            try:
+                self._records_since_population = 0
+                self._population_read_at = time.monotonic()
+                rows = self.store.population_samples(config.POPULATION_SAMPLES)
+                self._population_rows = len(rows)
+                self._population = build_population(rows)
+            except StoreUnavailable as e:
+                log.warning("population prior not refreshed: %s", e)
+            finally:
+                self._population_lock.release()
+        return self._population
 
     def _samples(self, action_id: str) -> list[Sample]:
         if self.cache is None:
@@ -89,12 +126,22 @@ class UseCases:
         self.cache.put(action_id, samples, read_at, generation)
         return samples
 
+    def _throughput_rows(self, since: datetime) -> list[ThroughputRow] | None:
+        try:
+            return self.store.throughput_summary(since)
+        except StoreUnavailable as e:
+            log.warning("throughput population not read: %s", e)
+            return None
+
     def _changed(self, action_id: str) -> None:
         if self.cache is not None:
             self.cache.invalidate(action_id)
 
-    def throughput_curve(self, samples: list[Sample]) -> ThroughputCurve | None:
-        """The action's throughput-by-profile curve from its successful executions."""
+    def throughput_curve(self, samples: list[Sample], action_id: str = ""
+                         ) -> ThroughputCurve | None:
+        """The action's throughput-by-profile curve from its successful executions, with the
+        shapes of other actions on the same GPU models (PopulationCache) for sizes it never
+        ran."""
         points = []
         for s in samples:
             if s.outcome is not Outcome.SUCCEEDED or s.throughput <= 0:
@@ -103,8 +150,12 @@ class UseCases:
             profile = model.profile(s.profile) if model else None
             if model is None or profile is None:
                 continue
-            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput))
-        return fit_curve(points[: config.THROUGHPUT_HISTORY])
+            points.append(ThroughputSample(model.id, profile.compute_slices, s.throughput,
+                                           max(s.count, 1)))
+        if not points:
+            return None
+        return fit_curve(points[: config.THROUGHPUT_HISTORY], self.throughput_population.get(),
+                         action_id, self.throughput_population.memory_slices)
 
     def recommend(self, request: Request) -> Answer:
         now = self.clock()
@@ -119,7 +170,8 @@ class UseCases:
                             action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
         sm = mean_sm_utilisation(samples, now)
-        curve = self.throughput_curve(samples) if request.target_throughput > 0 else None
+        curve = (self.throughput_curve(samples, request.action_id)
+                 if request.target_throughput > 0 else None)
         decision = recommend(
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
             curve=curve,
@@ -135,6 +187,7 @@ class UseCases:
             action_id=request.action_id,
             execution_id=request.execution_id,
             decision=decision,
+            declared_memory_mib=request.declared_memory_mib,
         )
         return Answer(rec, self._save(rec))
 
@@ -180,6 +233,7 @@ class UseCases:
             action_id=parent.action_id,
             execution_id=parent.execution_id,
             parent_id=parent.id,
+            declared_memory_mib=parent.declared_memory_mib,
             decision=Decision(
                 rung=rung,
                 predicted_peak_mib=need,
@@ -199,6 +253,7 @@ class UseCases:
         """True when recorded now, False when the execution_id was already there."""
         created = self.store.record_execution(execution, self.clock())
         self._changed(execution.action_id)
+        self._records_since_population += created
         return created
 
     def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
@@ -210,3 +265,10 @@ class UseCases:
     def list_model_versions(self) -> list[ModelVersion]:
         """Learned model versions, newest first, the serving one marked."""
         return self.store.list_model_versions()
+
+    def advise_layout(self, gpu_model: GpuModel, gpus: int, since: datetime, until: datetime,
+                      pool_id: str = "") -> RecordedAdvice:
+        """Which MIG geometry each of `gpus` cards should have for the demand recorded on
+        `gpu_model` (and `pool_id`) in [since, until)."""
+        return advise_recorded(self.store, gpu_model, gpus, since, until, pool_id)
+

@@ -51,6 +51,8 @@ class Metrics:
     wasted_gbh: float = 0.0
     reserved_gbh: float = 0.0
     slack: list[float] = field(default_factory=list)
+    excess_gbh: dict[str, float] = field(default_factory=dict)
+    """Reserved GB-h above the oracle's, by where the first recommendation came from."""
 
     @property
     def oom_rate(self) -> float:
@@ -180,6 +182,7 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
     say = progress or (lambda _m: None)
     tell = status or (lambda _m: None)
     m = Metrics(name)
+    slices = Slices.of(pools)
     with tempfile.TemporaryDirectory() as tmp:
         engine_db = connect(database_url or f"sqlite:///{tmp}/replay.db")
         migrate(engine_db)
@@ -189,7 +192,7 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
         use_cases = UseCases(store, catalog=catalog, learned=holder.current,
                             clock=lambda: now[0])
         for i, e in enumerate(trace):
-            now[0] = e.at
+            now[0] = e.at  # the runner asks when the execution starts, records when it ends
             tell(f"{i:,}/{len(trace):,} executions")
             if retrain_every and i and i % retrain_every == 0:
                 tell(f"{i:,}/{len(trace):,} executions, retraining")
@@ -213,6 +216,10 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                     break
                 attempts.append(float(rec.decision.rung.profile.memory_mib))
             m.add(attempts, e.peak_mib, e.duration_h, served)
+            first = answer.recommendation.decision
+            source = first.source if first.source != "model" else f"model ({first.model_version})"
+            m.excess_gbh[source] = m.excess_gbh.get(source, 0.0) + (
+                sum(attempts) - slices.fit(e.peak_mib)) / 1024 * e.duration_h
             rung = rec.decision.rung
             use_cases.record_execution(Execution(
                 execution_id=f"x{i}", action_id=e.action_id, recommendation_id=rec.id,
@@ -220,7 +227,8 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                 slice_memory_mib=rung.profile.memory_mib, count=1,
                 peak_memory_mib=e.peak_mib if served else rung.profile.memory_mib,
                 sm_utilization=0.0, duration_s=e.duration_h * 3600, throughput=0.0,
-                outcome=Outcome.SUCCEEDED if served else Outcome.OOM, ended_at=e.at,
+                outcome=Outcome.SUCCEEDED if served else Outcome.OOM,
+                started_at=e.at, ended_at=e.at + timedelta(hours=e.duration_h),
                 features=dict(e.features)))
         store.close()
         engine_db.dispose()
@@ -251,5 +259,17 @@ def table(results: Sequence[Metrics], oracle_gbh: float) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BASELINES", "Metrics", "Slices", "mixed_pools", "oracle", "replay_rule",
+def excess_table(m: Metrics, oracle_gbh: float) -> str:
+    """Where the service's reserved memory above the oracle comes from, by the source of each
+    execution's first recommendation (a failed attempt's memory counts to that source too)."""
+    total = sum(m.excess_gbh.values())
+    lines = ["| first recommendation from | excess GB-h | share of the excess | x oracle |",
+             "|---|---|---|---|"]
+    for source, gbh in sorted(m.excess_gbh.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {source} | {gbh:,.0f} | {gbh / total if total else 0:.0%} | "
+                     f"{gbh / oracle_gbh:.2f} |")
+    return "\n".join(lines)
+
+
+__all__ = ["BASELINES", "Metrics", "Slices", "excess_table", "mixed_pools", "oracle", "replay_rule",
            "replay_service", "table"]

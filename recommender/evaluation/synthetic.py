@@ -44,3 +44,26 @@ def generate(actions: int, executions: int, *, start: datetime, seed: int = 0,
         declared = base + per_item * 32 * math.sqrt(60)
         yield SyntheticExecution(name, start + spacing * i, peak,
                                  {"batch_size": batch, "input_mb": round(input_mb, 3)}, declared)
+
+
+def generate_step(actions: int, executions: int, *, start: datetime, seed: int = 0,
+                  spacing: timedelta = timedelta(minutes=5)) -> Iterator[SyntheticExecution]:
+    """A workload whose memory steps up part-way: each action's code gets a new version at a
+    random point of the sequence, after which it needs 1.2 to 2 times as much; nothing in the
+    request says so (its one feature, an input size, explains only a little of the spread)."""
+    rng = random.Random(seed)
+    params = []
+    for a in range(actions):
+        level = math.exp(rng.uniform(math.log(1500), math.log(25000)))
+        spread = rng.uniform(0.03, 0.15)
+        step_at = rng.uniform(0.3, 0.7) * executions
+        factor = rng.uniform(1.2, 2.0)
+        params.append((f"step-{a:04d}", level, spread, step_at, factor))
+    weights = [1.0 / (i + 1) ** 0.5 for i in range(actions)]
+    for i in range(executions):
+        name, level, spread, step_at, factor = rng.choices(params, weights)[0]
+        size = math.exp(rng.gauss(0.0, 0.5))
+        peak = level * (factor if i >= step_at else 1.0) * size ** 0.1 * math.exp(
+            rng.gauss(0.0, spread))
+        yield SyntheticExecution(name, start + spacing * i, peak,
+                                 {"input_mb": round(100 * size, 3)}, 0.0)

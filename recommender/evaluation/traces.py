@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recommender.evaluation.synthetic import generate
+from recommender.evaluation.synthetic import generate, generate_step
 
 GENTD26 = "alibaba-gentd26/pod_gpu_memory_used_bytes_anon.tar.gz"
 
@@ -69,6 +69,18 @@ def synthetic(actions: int = 40, executions: int = 6000, seed: int = 7) -> list[
         TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
         for e in generate(actions, executions, start=start, seed=seed,
                           spacing=timedelta(minutes=2))
+    ]
+
+
+def step_change(actions: int = 30, executions: int = 4000, seed: int = 11
+                ) -> list[TraceExecution]:
+    """The step-change workload (synthetic.generate_step): a new version of each action's code
+    needs more memory from some point on, and the request does not say so."""
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    return [
+        TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
+        for e in generate_step(actions, executions, start=start, seed=seed,
+                               spacing=timedelta(minutes=2))
     ]
 
 

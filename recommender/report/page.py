@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from recommender.core.demand import Run
 from recommender.core.domain import Execution, ModelVersion, StoredRecommendation
 from recommender.report.charts import histogram_svg, sources_svg, timeseries_svg, versions_svg
 from recommender.report.items import (
@@ -24,6 +25,7 @@ from recommender.report.items import (
     short,
     stats_of,
 )
+from recommender.report.layout import layout_section
 from recommender.report.style import CSS, SELF_CHECK
 from recommender.report.svg import NDASH, TIMES, esc
 from recommender.report.tables import pools_table, versions_table
@@ -40,6 +42,8 @@ class ReportSource(Protocol):
     def recent_with_executions(self, limit: int, action_id: str = ""
                                ) -> Iterable[tuple[StoredRecommendation, Execution | None]]: ...
     def list_model_versions(self, kind: str = "") -> list[ModelVersion]: ...
+    def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
+                       pool_id: str = "") -> list[Run]: ...
 
 
 def _csp() -> str:
@@ -119,8 +123,10 @@ def collect(store: ReportSource, action_id: str = "", limit: int = REPORT_LIMIT
     return items, total
 
 
-def render_report(store: ReportSource, *, action_id: str | None = None, now: datetime | None = None,
-                  limit: int = REPORT_LIMIT, top_actions: int = TOP_ACTIONS) -> str:
+def render_report(store: ReportSource, *, action_id: str | None = None,
+                  now: datetime | None = None, limit: int = REPORT_LIMIT,
+                  top_actions: int = TOP_ACTIONS, layout_gpus: int | None = None,
+                  layout_current: str = "all-balanced") -> str:
     """One self-contained HTML page: overall, then per action (the `top_actions` busiest)."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     items, total = collect(store, action_id or "", limit)
@@ -154,7 +160,8 @@ def render_report(store: ReportSource, *, action_id: str | None = None, now: dat
                      "older ones are left out.</div>")
     parts.append(summary_cards(s, serving))
     toc = ['<nav class="toc"><a href="#overview">Overview</a><a href="#pools">Pools and GPU '
-           'models</a><a href="#versions">Model versions</a>']
+           'models</a><a href="#versions">Model versions</a>'
+           + ("" if action_id else '<a href="#layout">MIG layout</a>')]
     if shown_actions:
         toc.append("<br><span class=muted>Actions:</span> ")
         toc += [f'<a href="#action-{n}">{esc(short(a, 40))} '
@@ -194,6 +201,8 @@ def render_report(store: ReportSource, *, action_id: str | None = None, now: dat
         parts.append('<div class="panel"><p class="muted">No learned model versions yet: '
                      "recommendations come from declared memory and each action's history."
                      "</p></div>")
+    if not action_id:  # the layout is the cluster's, not an action's
+        parts += layout_section(store, now=now, gpus=layout_gpus, current=layout_current)
     if shown_actions:
         more = len(ranked) - len(shown_actions)
         parts.append(f'<h2 id="actions">Per action: the {len(shown_actions)} with the most '

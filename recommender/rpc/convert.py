@@ -51,7 +51,7 @@ OUTCOMES = {
 OUTCOME_TO_PB = {v: k for k, v in OUTCOMES.items()}
 
 
-def _text(value: str, field: str, *, required: bool = True,
+def checked_text(value: str, field: str, *, required: bool = True,
           max_length: int = config.MAX_STRING) -> str:
     value = value.strip()
     if required and not value:
@@ -76,7 +76,7 @@ def _features(features: Mapping[str, float], field: str) -> dict[str, float]:
         raise InvalidArgument(f"{field}: at most {config.MAX_FEATURES} features")
     out = {}
     for key, value in features.items():
-        name = _text(key, f"{field} key")
+        name = checked_text(key, f"{field} key")
         if not math.isfinite(value):
             raise InvalidArgument(f"{field}[{name!r}]: must be a finite number")
         out[name] = float(value)
@@ -84,7 +84,7 @@ def _features(features: Mapping[str, float], field: str) -> dict[str, float]:
 
 
 def resolve_model(catalog: Catalog, name: str, field: str) -> GpuModel:
-    name = _text(name, field)
+    name = checked_text(name, field)
     model = catalog.resolve(name)
     if model is None:
         known = ", ".join(m.id for m in catalog)
@@ -93,7 +93,7 @@ def resolve_model(catalog: Catalog, name: str, field: str) -> GpuModel:
 
 
 def resolve_profile(model: GpuModel, name: str, field: str) -> MigProfile:
-    name = _text(name, field)
+    name = checked_text(name, field)
     profile = model.profile(name)
     if profile is None:
         known = ", ".join([p.name for p in model.profiles] + [WHOLE_GPU])
@@ -102,7 +102,7 @@ def resolve_profile(model: GpuModel, name: str, field: str) -> MigProfile:
 
 
 def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
-    pool_id = _text(p.pool_id, f"{field}.pool_id")
+    pool_id = checked_text(p.pool_id, f"{field}.pool_id")
     model = resolve_model(catalog, p.gpu_model, f"{field}.gpu_model")
     if p.strategy not in STRATEGIES:
         raise InvalidArgument(
@@ -111,11 +111,18 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
         )
     strategy = STRATEGIES[p.strategy]
     profiles: tuple[MigProfile, ...] = ()
+    spellings: dict[str, str] = {}
     if strategy is not Strategy.NONE:
         profiles = tuple(
             resolve_profile(model, name, f"{field}.profiles[{i}]")
             for i, name in enumerate(p.profiles)
         )
+        for i, (name, pr) in enumerate(zip(p.profiles, profiles, strict=True)):
+            spelt = name.strip()
+            if spellings.setdefault(pr.name, spelt) != spelt:
+                raise InvalidArgument(
+                    f"{field}.profiles[{i}]: {spelt!r} and {spellings[pr.name]!r} are two "
+                    f"spellings of {pr.name} on {model.id}; a pool's nodes use one")
         if problem := pool_profiles_problem(strategy, profiles):
             raise InvalidArgument(f"{field}.profiles: {problem}")
     if len(p.nodes) > config.MAX_NODES_PER_POOL:
@@ -123,7 +130,7 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     nodes = []
     units = model.placement_units or 0
     for j, n in enumerate(p.nodes):
-        node_id = _text(n.node_id, f"{field}.nodes[{j}].node_id")
+        node_id = checked_text(n.node_id, f"{field}.nodes[{j}].node_id")
         if len(n.gpus) > config.MAX_GPUS_PER_NODE:
             raise InvalidArgument(f"{field}.nodes[{j}].gpus: at most "
                                   f"{config.MAX_GPUS_PER_NODE} GPUs")
@@ -147,12 +154,13 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
                                  occupied_profiles=names))
         nodes.append(Node(node_id=node_id, gpus=tuple(gpus)))
     return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
-                nodes=tuple(nodes))
+                nodes=tuple(nodes),
+                spellings=tuple((k, v) for k, v in spellings.items() if k != v))
 
 
 def request_from_pb(catalog: Catalog, m: pb.RecommendRequest) -> Request:
-    action_id = _text(m.action_id, "action_id")
-    execution_id = _text(m.execution_id, "execution_id", required=False)
+    action_id = checked_text(m.action_id, "action_id")
+    execution_id = checked_text(m.execution_id, "execution_id", required=False)
     if not m.pools:
         raise InvalidArgument("pools: at least one pool is required")
     if len(m.pools) > config.MAX_POOLS:
@@ -185,22 +193,22 @@ def request_from_pb(catalog: Catalog, m: pb.RecommendRequest) -> Request:
     )
 
 
-def _time(ts: Timestamp, field: str) -> datetime:
+def time_from_pb(ts: Timestamp, field: str) -> datetime:
     try:
         return ts.ToDatetime(tzinfo=UTC)
     except (ValueError, OverflowError) as e:
         raise InvalidArgument(f"{field}: {e}") from e
 
 
-def _timestamp(dt: datetime) -> Timestamp:
+def timestamp_pb(dt: datetime) -> Timestamp:
     ts = Timestamp()
     ts.FromDatetime(dt.astimezone(UTC))
     return ts
 
 
 def execution_from_pb(catalog: Catalog, m: pb.ExecutionRecord, now: datetime) -> Execution:
-    execution_id = _text(m.execution_id, "execution_id")
-    action_id = _text(m.action_id, "action_id")
+    execution_id = checked_text(m.execution_id, "execution_id")
+    action_id = checked_text(m.action_id, "action_id")
     model = resolve_model(catalog, m.gpu_model, "gpu_model")
     profile = resolve_profile(model, m.profile, "profile")
     if m.count < 0 or m.count > config.MAX_WORKERS:
@@ -208,14 +216,14 @@ def execution_from_pb(catalog: Catalog, m: pb.ExecutionRecord, now: datetime) ->
     if m.outcome not in OUTCOMES:
         raise InvalidArgument("outcome: required, one of OUTCOME_SUCCEEDED, OUTCOME_OOM, "
                               "OUTCOME_FAILED, OUTCOME_CANCELLED")
-    started = _time(m.started_at, "started_at") if m.HasField("started_at") else None
-    ended = _time(m.ended_at, "ended_at") if m.HasField("ended_at") else now
+    started = time_from_pb(m.started_at, "started_at") if m.HasField("started_at") else None
+    ended = time_from_pb(m.ended_at, "ended_at") if m.HasField("ended_at") else now
     if started and started > ended:
         raise InvalidArgument("started_at: after ended_at")
     return Execution(
         execution_id=execution_id,
         action_id=action_id,
-        recommendation_id=_text(m.recommendation_id, "recommendation_id", required=False,
+        recommendation_id=checked_text(m.recommendation_id, "recommendation_id", required=False,
                                 max_length=RECOMMENDATION_ID_LENGTH),
         gpu_model=model.id,
         profile=profile.name,
@@ -253,27 +261,27 @@ def history_query_from_pb(catalog: Catalog, m: pb.ListRecommendationsRequest
         raise InvalidArgument("page_size: must be >= 0")
     if m.outcome not in OUTCOME_FILTERS:
         raise InvalidArgument("outcome: unknown filter")
-    gpu_model = _text(m.gpu_model, "gpu_model", required=False)
+    gpu_model = checked_text(m.gpu_model, "gpu_model", required=False)
     if gpu_model and (model := catalog.resolve(gpu_model)) is not None:
         gpu_model = model.id
     f = HistoryFilter(
-        action_id=_text(m.action_id, "action_id", required=False),
-        pool_id=_text(m.pool_id, "pool_id", required=False),
+        action_id=checked_text(m.action_id, "action_id", required=False),
+        pool_id=checked_text(m.pool_id, "pool_id", required=False),
         gpu_model=gpu_model,
-        source=_text(m.source, "source", required=False),
+        source=checked_text(m.source, "source", required=False),
         outcome=OUTCOME_FILTERS[m.outcome],
-        created_after=_time(m.created_after, "created_after")
+        created_after=time_from_pb(m.created_after, "created_after")
         if m.HasField("created_after") else None,
-        created_before=_time(m.created_before, "created_before")
+        created_before=time_from_pb(m.created_before, "created_before")
         if m.HasField("created_before") else None,
     )
-    token = _text(m.page_token, "page_token", required=False, max_length=1024)
+    token = checked_text(m.page_token, "page_token", required=False, max_length=1024)
     return f, min(m.page_size or DEFAULT_PAGE, MAX_PAGE), token
 
 
 def next_after_oom_from_pb(m: pb.NextAfterOomRequest) -> tuple[str, float]:
     return (
-        _text(m.recommendation_id, "recommendation_id"),
+        checked_text(m.recommendation_id, "recommendation_id"),
         _number(m.observed_peak_memory_mib, "observed_peak_memory_mib",
                 high=config.MAX_MEMORY_MIB),
     )
@@ -324,7 +332,7 @@ def history_entry_to_pb(e: HistoryEntry) -> pb.RecommendationEntry:
         recommendation=recommendation_to_pb(rec),
         action_id=rec.action_id,
         execution_id=rec.execution_id,
-        created_at=_timestamp(rec.created_at),
+        created_at=timestamp_pb(rec.created_at),
         parent_recommendation_id=rec.parent_id or "",
     )
     if e.outcome is not None:
@@ -346,6 +354,7 @@ def gpu_model_to_pb(m: GpuModel) -> pb.GpuModel:
         placement_units=m.placement_units or 0,
         placements_known=m.placements_known,
         overridden=m.overridden,
+        sources=list(m.sources),
         profiles=[
             pb.ProfileInfo(
                 profile=profile_to_pb(p),
@@ -354,6 +363,7 @@ def gpu_model_to_pb(m: GpuModel) -> pb.GpuModel:
                 placement_size=p.placement.size if p.placement else 0,
                 variant_of=p.variant_of or "",
                 memory_estimated=p.memory_estimated,
+                aliases=list(p.aliases),
             )
             for p in m.profiles
         ],
@@ -363,14 +373,14 @@ def gpu_model_to_pb(m: GpuModel) -> pb.GpuModel:
 def model_version_to_pb(v: ModelVersion) -> pb.ModelVersion:
     out = pb.ModelVersion(
         version=v.version,
-        created_at=_timestamp(v.created_at),
+        created_at=timestamp_pb(v.created_at),
         serving=v.serving,
         promoted=v.promoted,
         metrics=dict(v.metrics),
         reason=v.reason,
     )
     if v.training_window_start is not None:
-        out.training_window_start.CopyFrom(_timestamp(v.training_window_start))
+        out.training_window_start.CopyFrom(timestamp_pb(v.training_window_start))
     if v.training_window_end is not None:
-        out.training_window_end.CopyFrom(_timestamp(v.training_window_end))
+        out.training_window_end.CopyFrom(timestamp_pb(v.training_window_end))
     return out

@@ -21,7 +21,7 @@ from recommender.core.catalog import Catalog
 from recommender.core.domain import StoreUnavailable
 from recommender.core.policy import LadderExhausted, NoFit
 from recommender.core.usecases import UnknownRecommendation, UseCases
-from recommender.rpc import metrics
+from recommender.rpc import metrics, tracing
 from recommender.rpc.convert import (
     InvalidArgument,
     execution_from_pb,
@@ -33,6 +33,7 @@ from recommender.rpc.convert import (
     recommendation_to_pb,
     request_from_pb,
 )
+from recommender.rpc.layout import layout_advice_to_pb, layout_query_from_pb
 
 access_log = logging.getLogger("recommender.access")
 log = logging.getLogger(__name__)
@@ -50,10 +51,12 @@ ERRORS: list[tuple[type[Exception], grpc.StatusCode]] = [
 
 def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
            fn: Callable[[], R]) -> R:
-    """Runs one call: maps domain errors to status codes and writes the access line."""
+    """Runs one call: maps domain errors to status codes and writes the access line (and the
+    call's span, when tracing is on)."""
     start = time.perf_counter()
     code = grpc.StatusCode.OK
     message = ""
+    span = tracing.start_call(method, context)
     try:
         return fn()
     except Exception as e:
@@ -76,6 +79,9 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         }
         if message:
             line["error"] = message
+        if span is not None:
+            line["trace_id"] = span.trace_id
+            span.end(code.name, message, ids)
         # The line's fields are fields of the log record (the JSON log format writes them as
         # keys of its object; see cli/logs.py), the message is for a person reading it.
         access_log.info("%s %s", method, code.name, extra=line)
@@ -205,3 +211,13 @@ class AdminServicer(pb_grpc.AdminServicer):
                 model_version_to_pb(v) for v in self.use_cases.list_model_versions()])
 
         return handle("ListModelVersions", context, {}, run)
+
+    def AdviseLayout(self, request: pb.AdviseLayoutRequest, context: grpc.ServicerContext
+                     ) -> pb.LayoutAdvice:
+        def run() -> pb.LayoutAdvice:
+            q = layout_query_from_pb(self.catalog, request, datetime.now(UTC))
+            return layout_advice_to_pb(self.use_cases.advise_layout(
+                q.model, q.gpus, q.since, q.until, q.pool_id))
+
+        return handle("AdviseLayout", context, {"gpu_model": request.gpu_model[:64]}, run)
+

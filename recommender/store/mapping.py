@@ -109,6 +109,7 @@ def recommendation_values(rec: StoredRecommendation) -> dict[str, Any]:
         card_compute_slices=d.rung.card_compute_slices,
         node_gpus=d.rung.node_gpus,
         predicted_throughput=d.predicted_throughput,
+        declared_memory_mib=rec.declared_memory_mib,
     )
 
 
@@ -148,6 +149,7 @@ def recommendation_of(m: Mapping[Any, Any]) -> StoredRecommendation:
         parent_id=m["parent_id"],
         oom_at=_utc_or_none(m["oom_at"]),
         oom_observed_peak_mib=m["oom_observed_peak_mib"],
+        declared_memory_mib=int(m.get("declared_memory_mib") or 0),
     )
 
 

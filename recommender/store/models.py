@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Index, Integer, String, Text, text
+from sqlalchemy import JSON, BigInteger, DateTime, Float, Index, Integer, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -45,6 +45,7 @@ class RecommendationRow(Base):
     card_compute_slices: Mapped[int] = mapped_column(Integer, default=0)
     node_gpus: Mapped[int] = mapped_column(Integer, default=0)
     predicted_throughput: Mapped[float] = mapped_column(Float, default=0.0)
+    declared_memory_mib: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
     __table_args__ = (
         Index("ix_recommendations_action_created", "action_id", "created_at"),
@@ -82,6 +83,7 @@ class ExecutionRow(Base):
     __table_args__ = (
         Index("ix_executions_action_ended", "action_id", "ended_at"),
         Index("ix_executions_recommendation", "recommendation_id"),
+        Index("ix_executions_ended", "ended_at"),
     )
 
 

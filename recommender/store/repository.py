@@ -8,13 +8,15 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, insert, select, text, update
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from recommender.core import config
 from recommender.core.dataset import Dataset
+from recommender.core.demand import Run, run_of
 from recommender.core.domain import (
     Execution,
     HistoryEntry,
@@ -24,7 +26,10 @@ from recommender.core.domain import (
     Sample,
     StoredRecommendation,
     StoreUnavailable,
+    ThroughputRow,
 )
+from recommender.core.estimation import oom_bumped
+from recommender.core.population import PopulationSample
 from recommender.store import history
 from recommender.store.batch import GroupCommit
 from recommender.store.cursor import Cursor, decode_cursor
@@ -213,47 +218,130 @@ class SqlStore:
         return self._run(q)
 
     def action_samples(self, action_id: str, limit: int) -> list[Sample]:
-        """The action's most recent executions, plus OOMs known only from NextAfterOom."""
+        """The action's most recent executions, plus OOMs known only from NextAfterOom.
+
+        An OOM known from NextAfterOom is a censored sample (the need was above the slice) only
+        until the runner records how that execution ended: once a retried rung succeeded, its
+        true peak is in the history and the bumped value of the failed attempt is dropped."""
 
         def q(s: Session) -> list[Sample]:
+            x, r = ExecutionRow, RecommendationRow
             rows = s.execute(
-                select(ExecutionRow.ended_at, ExecutionRow.peak_memory_mib,
-                       ExecutionRow.slice_memory_mib, ExecutionRow.outcome,
-                       ExecutionRow.sm_utilization, ExecutionRow.gpu_model,
-                       ExecutionRow.profile, ExecutionRow.throughput)
-                .where(ExecutionRow.action_id == action_id)
-                .order_by(ExecutionRow.ended_at.desc())
+                select(x.ended_at, x.peak_memory_mib, x.slice_memory_mib, x.outcome,
+                       x.sm_utilization, x.gpu_model, x.profile, x.throughput,
+                       x.execution_id, x.features, x.count)
+                .where(x.action_id == action_id)
+                .order_by(x.ended_at.desc())
                 .limit(limit)
             ).all()
             samples = [
-                Sample(at=utc(r[0]), peak_mib=r[1], slice_mib=r[2], outcome=Outcome(r[3]),
-                       sm_utilization=r[4], gpu_model=r[5], profile=r[6], throughput=r[7])
-                for r in rows
+                Sample(at=utc(row[0]), peak_mib=row[1], slice_mib=row[2],
+                       outcome=Outcome(row[3]), sm_utilization=row[4], gpu_model=row[5],
+                       profile=row[6], throughput=row[7], execution_id=row[8],
+                       features=row[9] if isinstance(row[9], dict) else {}, count=row[10])
+                for row in rows
             ]
+            # The execution was recorded: for the recommendation itself, or (a retry through
+            # NextAfterOom) under the runner's execution id the recommendation was made for.
             recorded = (
-                select(ExecutionRow.execution_id)
-                .where(ExecutionRow.recommendation_id == RecommendationRow.id)
+                select(x.execution_id)
+                .where(or_(x.recommendation_id == r.id,
+                           and_(r.execution_id != "", x.execution_id == r.execution_id)))
                 .exists()
             )
             # ix_recommendations_action_oom holds only recommendations that ran out of
             # memory: this stays small however many recommendations the action has had.
             ooms = s.execute(
-                select(RecommendationRow.oom_at, RecommendationRow.oom_observed_peak_mib,
-                       RecommendationRow.profile_memory_mib)
+                select(r.oom_at, r.oom_observed_peak_mib, r.profile_memory_mib, r.execution_id)
                 .where(
-                    RecommendationRow.action_id == action_id,
-                    RecommendationRow.oom_at.is_not(None),
+                    r.action_id == action_id,
+                    r.oom_at.is_not(None),
                     ~recorded,
                 )
-                .order_by(RecommendationRow.oom_at.desc())
+                .order_by(r.oom_at.desc())
                 .limit(limit)
             ).all()
             samples += [
-                Sample(at=utc(r[0]), peak_mib=r[1] or 0.0, slice_mib=r[2], outcome=Outcome.OOM)
-                for r in ooms
-                if r[0] is not None
+                Sample(at=utc(row[0]), peak_mib=row[1] or 0.0, slice_mib=row[2],
+                       outcome=Outcome.OOM, execution_id=row[3])
+                for row in ooms
+                if row[0] is not None
             ]
             return samples
+
+        return self._run(q)
+
+    # --- layout advice ---------------------------------------------------------------
+
+    def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
+                       pool_id: str = "") -> list[Run]:
+        """Executions on `gpu_model` (canonical id) that overlap [since, until), as demand.
+
+        An execution's pool is its recommendation's: with `pool_id`, executions recorded
+        without a recommendation id (or with one this store does not hold) are left out, their
+        pool being unknown. Runs are not clipped here; `core.demand.demand_of` clips them.
+        """
+        x, r = ExecutionRow, RecommendationRow
+
+        def q(s: Session) -> list[Run]:
+            stmt = select(x.profile, x.count, x.ended_at, x.started_at, x.duration_s).where(
+                x.gpu_model == gpu_model, x.ended_at > since,
+                or_(x.started_at.is_(None), x.started_at < until))
+            if pool_id:
+                stmt = stmt.join(r, r.id == x.recommendation_id).where(r.pool_id == pool_id)
+            runs = (run_of(row[0], int(row[1]), utc(row[2]),
+                           utc(row[3]) if row[3] is not None else None, float(row[4]))
+                    for row in s.execute(stmt))
+            return [run for run in runs if run.start < until]
+
+        return self._run(q)
+
+    def population_samples(self, limit: int) -> list[PopulationSample]:
+        """The `limit` most recent executions across actions that say how much memory was
+        needed, with the memory their recommendation's request declared."""
+
+        def q(s: Session) -> list[PopulationSample]:
+            x, r = ExecutionRow, RecommendationRow
+            rows = s.execute(
+                select(x.action_id, x.ended_at, x.peak_memory_mib, x.slice_memory_mib,
+                       x.outcome, r.declared_memory_mib)
+                .outerjoin(r, r.id == x.recommendation_id)
+                .where(x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value)))
+                .order_by(x.ended_at.desc())
+                .limit(limit)
+            ).all()
+            return [
+                PopulationSample(
+                    action_id=row[0], at_s=utc(row[1]).timestamp(),
+                    need_mib=(row[2] if row[4] == Outcome.SUCCEEDED.value
+                              else oom_bumped(row[3], row[2])),
+                    declared_mib=float(row[5] or 0))
+                for row in rows
+            ]
+
+        return self._run(q)
+
+    def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
+        """Mean per-worker throughput of successful executions ended since `since`, per
+        (action, GPU model, profile, count): what the population of throughput curves is
+        built from. One aggregate read; the use case caches it for minutes."""
+
+        def q(s: Session) -> list[ThroughputRow]:
+            if s.get_bind().dialect.name == "postgresql":
+                # A background read, not the runner's: the 2 s statement timeout is not for it.
+                timeout_ms = int(config.THROUGHPUT_POPULATION_TIMEOUT_S * 1000)
+                s.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
+            rows = s.execute(
+                select(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
+                       ExecutionRow.count, func.avg(ExecutionRow.throughput),
+                       func.count())
+                .where(ExecutionRow.outcome == Outcome.SUCCEEDED.value,
+                       ExecutionRow.throughput > 0, ExecutionRow.ended_at >= since)
+                .group_by(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
+                          ExecutionRow.count)
+            ).all()
+            return [ThroughputRow(r[0], r[1], r[2], int(r[3]), float(r[4]), int(r[5]))
+                    for r in rows]
 
         return self._run(q)
 

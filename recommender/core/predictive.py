@@ -1,0 +1,110 @@
+"""A predictive distribution of the next execution's per-worker need, and its tail.
+
+The policy does not ask "what is the P90 plus a margin" but "how likely is each slice to run out
+of memory", so it can weigh a slice's memory against the chance of a retry (expected cost). The
+distribution is a location-scale Student-t, in MiB or in log MiB:
+
+- Student-t, not normal, because its scale is estimated from few executions: the prediction
+  interval of a new observation from n normal ones is t with n - p degrees of freedom, so thin
+  history widens the tail by itself, and it narrows as executions accumulate.
+- In log MiB for most actions (peaks vary multiplicatively with batch and input sizes, and a
+  40 GiB action varies more in MiB than a 4 GiB one), in MiB for a linear model of the inputs.
+
+The t distribution function is the Gaver-Kafadar normal approximation (accurate to about 1e-3
+in probability from 2 degrees of freedom on): cheap enough to evaluate for every profile of
+every pool on every Recommend, with no SciPy in the core.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+_NORMAL = NormalDist()
+MIN_DF = 2.0
+"""The approximation's lower limit; fewer degrees of freedom are treated as 2 (heavy enough)."""
+
+
+def _t_to_z(t: float, df: float) -> float:
+    df = max(df, MIN_DF)
+    z = math.sqrt((df - 2.0 / 3.0 + 0.1 / df) * math.log1p(t * t / df))
+    return z if t >= 0 else -z
+
+
+def _z_to_t(z: float, df: float) -> float:
+    df = max(df, MIN_DF)
+    t = math.sqrt(df * math.expm1(z * z / (df - 2.0 / 3.0 + 0.1 / df)))
+    return t if z >= 0 else -t
+
+
+def t_survival(t: float, df: float) -> float:
+    """P(T > t) for Student's t with `df` degrees of freedom."""
+    return 0.5 * math.erfc(_t_to_z(t, df) / math.sqrt(2.0))
+
+
+def t_quantile(q: float, df: float) -> float:
+    return _z_to_t(_NORMAL.inv_cdf(min(max(q, 1e-12), 1 - 1e-12)), df)
+
+
+@dataclass(frozen=True)
+class Predictive:
+    """need = transform(loc + scale * T_df); transform is exp in log space, identity in MiB."""
+
+    loc: float
+    scale: float
+    df: float
+    log_space: bool = True
+    floor_mib: float = 0.0
+    """Known for certain (a recent OOM, a declared figure): no need below it."""
+
+    def survival(self, mib: float) -> float:
+        """P(need > mib): the chance that a slice of `mib` runs out of memory."""
+        if mib < self.floor_mib:
+            return 1.0
+        if self.log_space:
+            if mib <= 0:
+                return 1.0
+            x = math.log(mib)
+        else:
+            x = mib
+        if self.scale <= 0:
+            return 0.0 if x >= self.loc else 1.0
+        return t_survival((x - self.loc) / self.scale, self.df)
+
+    def quantile(self, q: float) -> float:
+        """The need at coverage `q` (MiB)."""
+        x = self.loc + self.scale * t_quantile(q, self.df)
+        mib = math.exp(min(x, 50.0)) if self.log_space else x
+        return max(mib, self.floor_mib)
+
+    def with_floor(self, floor_mib: float) -> Predictive:
+        if floor_mib <= self.floor_mib:
+            return self
+        return Predictive(self.loc, self.scale, self.df, self.log_space, floor_mib)
+
+    def describe(self) -> str:
+        space = "log MiB" if self.log_space else "MiB"
+        centre = math.exp(self.loc) if self.log_space else self.loc
+        spread = (f"x{math.exp(self.scale):.2f}" if self.log_space
+                  else f"+-{self.scale:,.0f} MiB")
+        return f"median {centre:,.0f} MiB, scale {spread} ({space}, {self.df:.0f} df)"
+
+
+def expected_cost(sizes_mib: list[float], start: int, need: Predictive,
+                  oom_penalty: float) -> float:
+    """Expected memory reserved (in slice-MiB x the execution's duration) when the execution
+    starts on `sizes_mib[start]` and climbs the sizes above it after each OOM.
+
+    Each attempt holds its slice (a failed one for as long as it ran: the whole execution, at
+    worst); an OOM also costs `oom_penalty` times the failed slice (the run lost, the user's
+    wait). Attempt j is reached when the need exceeds the slice before it."""
+    cost = 0.0
+    reach = 1.0
+    for size in sizes_mib[start:]:
+        fail = need.survival(size)
+        cost += reach * size + fail * oom_penalty * size
+        reach = fail
+        if reach <= 1e-9:
+            break
+    return cost
