@@ -51,6 +51,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=4,
                    help="recommend: also time a request listing this many 8-GPU nodes "
                    "(0 = skip; default 4)")
+    p.add_argument("--large-nodes", type=int, default=256,
+                   help="recommend: also time a request listing this many 8-GPU nodes "
+                   "(0 = skip; default 256)")
+    p.add_argument("--no-pairs", dest="pairs", action="store_false",
+                   help="recommend: skip the runner's pattern (Recommend + RecordExecution "
+                   "pairs over many actions)")
     p.add_argument("--grow", type=int, default=50_000,
                    help="recommend: then add this many past recommendations of the action and "
                    "time Recommend again (0 = skip; default 50000)")
@@ -68,6 +74,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--seconds must be in (0, 60] and --rounds in 1..20")
     if not 1 <= args.executions <= 1_000_000 or not 0 < args.max_seconds <= 600:
         p.error("--executions must be in 1..1,000,000 and --max-seconds in (0, 600]")
+    if not 0 <= args.large_nodes <= 1024:
+        p.error("--large-nodes must be in 0..1024")
     if not 0 <= args.nodes <= 1024 or not 1 <= args.reps <= 10_000:
         p.error("--nodes must be in 0..1024 and --reps in 1..10,000")
     if not 0 <= args.grow <= 1_000_000:

@@ -138,10 +138,11 @@ def build_server(database_url: str, *, max_workers: int | None = None) -> Runnin
     catalog = load_catalog()
     db = connect(database_url)
     cache = ActionCache()  # as `recommender serve` runs it
+    store = SqlStore(db)
     if db.dialect.name == "postgresql":
         cache.enabled = False
-        ActionListener(db, cache).start()
-    use_cases = UseCases(SqlStore(db), catalog=catalog, cache=cache)
+        ActionListener(db, cache, origin=store.origin).start()
+    use_cases = UseCases(store, catalog=catalog, cache=cache)
 
     def echo(request: Any, _context: grpc.ServicerContext) -> Any:
         return request
@@ -153,8 +154,14 @@ def build_server(database_url: str, *, max_workers: int | None = None) -> Runnin
             response_serializer=pb.RecommendRequest.SerializeToString,
         ),
     })
-    return start(use_cases, catalog, host="127.0.0.1", port=0,
-                 max_workers=max_workers or config.RPC_THREADS, extra_handlers=(trivial,))
+    running = start(use_cases, catalog, host="127.0.0.1", port=0,
+                    max_workers=max_workers or config.RPC_THREADS, extra_handlers=(trivial,))
+    _CACHES.append(cache)
+    return running
+
+
+_CACHES: list[Any] = []
+"""The history cache of the server built in this process (the child's), for `cache`."""
 
 
 def _child(database_url: str, conn: Connection) -> None:
@@ -178,6 +185,8 @@ def _child(database_url: str, conn: Connection) -> None:
             msg = conn.recv()
             if msg == "cpu":
                 conn.send(time.process_time())
+            elif msg == "cache":
+                conn.send((_CACHES[-1].hits, _CACHES[-1].misses) if _CACHES else (0, 0))
             elif msg == "stop":
                 break
     except EOFError:
@@ -218,6 +227,15 @@ class ServerProcess:
         if not self._conn.poll(10):
             raise RuntimeError("benchmark server did not answer")
         return float(self._conn.recv())
+
+    def cache_counts(self) -> tuple[int, int]:
+        """(hits, misses) of the server's history cache so far."""
+        assert self._conn is not None
+        self._conn.send("cache")
+        if not self._conn.poll(10):
+            raise RuntimeError("benchmark server did not answer")
+        hits, misses = self._conn.recv()
+        return int(hits), int(misses)
 
     def __exit__(self, *_exc: object) -> None:
         if self._conn is not None:

@@ -118,21 +118,24 @@ def test_decorators_compose() -> None:
     assert e is not None and e.mib == config.MIN_ESTIMATE_MIB
 
 
-def test_default_chain_prior_then_sparse_then_history() -> None:
+def test_default_chain_prior_then_the_actions_own_model() -> None:
     est = default_estimator()
     assert est.estimate(Evidence(NOW)) is None  # nothing known: the policy falls back
     prior = est.estimate(Evidence(NOW, declared_mib=7500))
     assert prior is not None and prior.source == PRIOR
     assert prior.mib == pytest.approx(7500 * (1 + config.PRIOR_MARGIN))
-    # Two samples bigger than declared: the cautious one wins.
+    # Two samples: the action's own (thin) model, wide: its scale is mostly the population's.
     sparse = est.estimate(Evidence(NOW, [ok(9000), ok(8000)], declared_mib=7500))
-    assert sparse is not None and sparse.source == HISTORY
-    assert sparse.mib == pytest.approx(9000 * (1 + config.SPARSE_MARGIN))
-    # Thirty executions at ~3 GB: history wins, even over a larger declaration.
-    many = [ok(3000 + i) for i in range(30)]
+    assert sparse is not None and sparse.source == HISTORY and sparse.predictive is not None
+    assert sparse.mib > 9000 and sparse.predictive.survival(9000) > 0.05
+    # Thirty executions at ~3 GB: the action's own model, even over a larger declaration, and
+    # now sure of itself.
+    many = [ok(3000 + i, hours_ago=1 + i / 10) for i in range(30)]
     hist = est.estimate(Evidence(NOW, many, declared_mib=7500))
-    assert hist is not None and hist.source == HISTORY and hist.quantile == config.MEMORY_QUANTILE
-    assert 3000 * (1 + config.HISTORY_MARGIN) <= hist.mib <= 3030 * (1 + config.HISTORY_MARGIN)
+    assert hist is not None and hist.source == HISTORY
+    assert hist.quantile == config.ESTIMATE_QUANTILE and hist.predictive is not None
+    assert 3000 <= hist.mib <= 3030 * 1.25
+    assert hist.predictive.survival(4500) < 0.01 < hist.predictive.survival(3000)
     assert hist.source != FALLBACK
 
 

@@ -143,7 +143,9 @@ def record_synthetic(store: SqlStore, n: int, actions: int = 6, seed: int = 0) -
 
 @pytest.fixture
 def trained(store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> str:
-    record_synthetic(store, 1500)
+    # Many actions, some new in the hold-out: where the server's own online models are still
+    # thin, the learned model is what the server would use.
+    record_synthetic(store, 1500, actions=300)
     result = retrain(SqlStore(migrated_engine), catalog, now=T0 + timedelta(days=10))
     assert result.version and result.promoted, result.reason
     return result.version
@@ -155,9 +157,8 @@ def test_retrain_promotes_a_model_that_beats_the_history_rule(
     assert [(v.version, v.serving, v.promoted) for v in versions] == [(trained, True, True)]
     v = versions[0]
     m = v.metrics
-    # The history rule sizes every execution for the largest input; the model does not.
-    assert m["test_reserved_gbh"] < m["history_reserved_gbh"]
-    assert m["test_oom_rate"] <= m["history_oom_rate"] + 0.005
+    # The history rules size a thin action's execution without its inputs; the model does not.
+    assert m["test_cost_gbh"] < m["history_cost_gbh"]
     assert m["test_coverage"] >= 0.9
     assert "history rule" in v.reason and v.training_window_start and v.training_window_end
     serving = store.serving_model_version(KIND)
@@ -176,7 +177,7 @@ def test_a_second_run_is_compared_with_the_serving_version(
 
 def test_concurrent_runs_leave_one_serving_version(
         store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
-    record_synthetic(store, 1200, seed=3)
+    record_synthetic(store, 1200, actions=300, seed=3)
     results = []
 
     def run(k: int) -> None:

@@ -20,7 +20,8 @@ def record(message: str, *args: object, exc: BaseException | None = None,
 
 def test_json_has_the_four_keys_then_the_fields() -> None:
     r = record("%s %s", "Recommend", "OK", method="Recommend", code="OK", ms=1.25,
-               action_id="a b", path=Path("/x"))
+               action_id="a b", path=Path("/x"), level="not twice", n=3, ok=True,
+               note='é "quoted"\n')
     line = JsonFormatter().format(r)
     assert "\n" not in line
     obj = json.loads(line)
@@ -30,10 +31,12 @@ def test_json_has_the_four_keys_then_the_fields() -> None:
     assert (obj["method"], obj["code"], obj["ms"], obj["action_id"]) == (
         "Recommend", "OK", 1.25, "a b")
     assert obj["path"] == "/x"  # not JSON-serialisable: its str()
+    assert (obj["n"], obj["ok"], obj["note"]) == (3, True, 'é "quoted"\n')
+    assert line.count('"level"') == 1
     when = datetime.fromisoformat(obj["time"].replace("Z", "+00:00"))
     assert abs(when.timestamp() - r.created) < 0.001 and when.tzinfo == UTC
-    assert fields(r) == {"method": "Recommend", "code": "OK", "ms": 1.25, "action_id": "a b",
-                         "path": Path("/x")}
+    assert list(fields(r)) == ["method", "code", "ms", "action_id", "path", "level", "n", "ok",
+                               "note"]
 
 
 def test_a_traceback_stays_on_the_line() -> None:

@@ -573,3 +573,27 @@ def test_profile_of_another_model_raises(catalog: Catalog, a100: GpuModel) -> No
     assert other is not None
     with pytest.raises(PlacementError):
         place(a100, [other], [gpu()])
+
+
+@pytest.mark.parametrize("model_id", ["A100-40GB", "A30-24GB", "H100-94GB"])
+def test_single_profile_shortcut_gives_the_general_searchs_answer(
+        catalog: Catalog, model_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recommend only ever places n instances of one profile; `place` answers that without
+    the search over count vectors. The answer must be the general search's, placement for
+    placement (the policy scores nodes by it)."""
+    from recommender.core import placement
+
+    model = _model(catalog, model_id)
+    base = [p for p in model.profiles if p.is_base]
+    rng = random.Random(11)
+    compared = 0
+    for _ in range(150):
+        gpus = [random_gpu(rng, model, f"GPU-{g}") for g in range(rng.randint(1, 8))]
+        requests = [rng.choice(base)] * rng.randint(1, 12)
+        fast = place(model, requests, gpus)
+        monkeypatch.setattr(placement, "SINGLE_KIND_SHORTCUT", False)
+        general = place(model, requests, gpus)
+        monkeypatch.setattr(placement, "SINGLE_KIND_SHORTCUT", True)
+        assert fast == general, (requests[0].name, len(requests), gpus)
+        compared += fast is not None
+    assert compared > 20  # enough of them fit to compare placements, not just "no"

@@ -162,11 +162,16 @@ def test_migration_0006_keeps_the_oldest_rung_of_each_parent(database_url: str,
     from sqlalchemy import text
 
     engine = connect(database_url)
-    migrate(engine, "0005")
+    migrate(engine)
     store = SqlStore(engine)
     use_cases = use_cases_at(store, T0)
     parent = use_cases.recommend(req(catalog)).recommendation
     rung = use_cases.next_after_oom(parent.id, 0).recommendation
+    store.close()
+    downgrade(engine, "0005")  # the schema from before the index, with these rows in it
+    engine.dispose()
+    engine = connect(database_url)
+    store = SqlStore(engine)
     with engine.begin() as conn:  # a second rung, as concurrent retries used to store
         conn.execute(text(
             "INSERT INTO recommendations SELECT 'dup-rung', created_at, action_id, execution_id,"

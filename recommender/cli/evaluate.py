@@ -17,7 +17,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from recommender.cli.progress import Progress
     from recommender.core.catalog import load_catalog
     from recommender.evaluation import replay
-    from recommender.evaluation.traces import TraceExecution, gentd26_hourly, synthetic
+    from recommender.evaluation.traces import (
+        TraceExecution,
+        gentd26_hourly,
+        step_change,
+        synthetic,
+    )
 
     catalog = load_catalog(args.catalog_override)
     traces_dir = Path(args.traces_dir)
@@ -38,6 +43,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{args.retrain_every:,} executions)",
             synthetic(actions=args.max_actions or 40, executions=args.executions),
             ("A100-80GB", "H100-80GB"), args.retrain_every))
+    if args.trace in ("step", "all"):
+        runs.append((
+            "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
+            "code the request does not reveal; A100-80GB and H100-80GB pools)",
+            step_change(), ("A100-80GB", "H100-80GB"), 0))
     with Progress(not args.quiet) as show:
         say = show.note if args.verbose else None
         for title, trace, models, retrain_every in runs:
@@ -68,5 +78,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             best = replay.oracle(trace, slices)
             results.append(best)
             show.clear()
-            print(replay.table(results, best.reserved_gbh), flush=True)
+            print(replay.table(results, best.reserved_gbh))
+            print("\nWhere the service's reserved memory above the oracle comes from:\n")
+            print(replay.excess_table(results[0], best.reserved_gbh), flush=True)
     return 0

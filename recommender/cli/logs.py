@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import threading
 import time
@@ -21,13 +22,25 @@ from typing import Any, TextIO
 LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMATS = ("json", "text")
 
-# One encoder for every line: json.dumps with options builds a new one per call (a third of
-# the formatting time of an access line).
-_encode = json.JSONEncoder(default=str, ensure_ascii=False).encode
+# One encoder for every line (json.dumps with options builds a new one per call), and none at
+# all for strings and finite numbers, which are what nearly every field is: the access line is
+# written on every call. encode_basestring_ascii is json's own string quoting, in C.
+_encode = json.JSONEncoder(default=str).encode
+_quote = json.encoder.encode_basestring_ascii
+
+
+def _value(v: Any) -> str:
+    kind = type(v)
+    if kind is str:
+        return _quote(v)
+    if kind is int or (kind is float and math.isfinite(v)):
+        return repr(v)
+    return _encode(v)
 
 # What every LogRecord carries; anything else on a record came from `extra=` and is a field.
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message", "asctime", "taskName"}
+_HEAD = _STANDARD | {"time", "level", "logger"}
 
 
 def fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -37,23 +50,23 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: time (UTC, ISO 8601, milliseconds), level, logger, message,
-    then the record's fields; a traceback is the `exception` field, so it stays on one line."""
+    then the record's fields; a traceback is the `exception` field, so it stays on one line.
+    (A field cannot be named like a LogRecord attribute: logging refuses `extra={"name": ..}`.)"""
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for key, value in fields(record).items():
-            line.setdefault(key, value)  # the four above are never overwritten
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        parts = [f'{{"time": "{stamp}.{int(record.msecs):03d}Z", '
+                 f'"level": {_quote(record.levelname.lower())}, "logger": {_quote(record.name)}, '
+                 f'"message": {_quote(record.getMessage())}']
+        for key, value in record.__dict__.items():
+            if key not in _HEAD and key[:1] != "_":  # the four above are never repeated
+                parts.append(f", {_quote(key)}: {_value(value)}")
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            parts.append(f', "exception": {_quote(self.formatException(record.exc_info))}')
         if record.stack_info:
-            line["stack"] = self.formatStack(record.stack_info)
-        return _encode(line)
+            parts.append(f', "stack": {_quote(self.formatStack(record.stack_info))}')
+        parts.append("}")
+        return "".join(parts)
 
 
 class TextFormatter(logging.Formatter):

@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="replay traces in time order through the service and the baselines "
         "(VPA, Ryax 26.10, max x 1.2, declared, oracle); prints OOM rate, retries, slack, "
         "reserved GB-h"))
-    ev.add_argument("--trace", choices=["gentd26", "synthetic", "all"], default="all")
+    ev.add_argument("--trace", choices=["gentd26", "synthetic", "step", "all"], default="all")
     ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
                                                            "../shared/traces"))
     ev.add_argument("--max-actions", type=non_negative, default=0,

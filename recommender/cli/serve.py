@@ -70,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if engine.dialect.name == "postgresql":
         # Other replicas may record executions: trust the cache only while listening.
         cache.enabled = False
-        listener = ActionListener(engine, cache)
+        listener = ActionListener(engine, cache, origin=store.origin)
         listener.start()
     if args.metrics_port >= 0:
         _collect_metrics(learned, cache)

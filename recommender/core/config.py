@@ -257,11 +257,19 @@ LEARN_CALIBRATION = 0.15
 """Time-based splits: the most recent 15 % tests, the 15 % before it calibrates, the rest
 trains. Time order, not random: the model will be used on executions that come later."""
 
-PROMOTE_OOM_TOLERANCE = 0.005
-"""A candidate may have up to half a point more OOM on the hold-out if it reserves less."""
+PROMOTE_CONFIDENCE = 0.95
+"""A candidate is promoted when it costs less (reserved GB-h plus its OOMs' cost, the policy's
+own measure) on the hold-out, in at least this share of bootstrap resamples. Comparing OOM rate
+and memory separately with fixed tolerances let chance decide: on a 300-row hold-out one OOM is
+a third of a point, and identical replays promoted or refused the same candidate."""
 
-PROMOTE_RESERVED_TOLERANCE = 0.02
-"""...and up to 2 % more reserved memory if it has clearly fewer OOMs."""
+PROMOTE_BLOCK = 20
+"""Consecutive hold-out executions resampled together: neighbours are alike (the same action's
+burst), and resampling them one by one would overstate how sure the difference is."""
+
+PROMOTE_RESAMPLES = 2000
+PROMOTE_SEED = 0
+"""Bootstrap resamples, from a fixed seed: the same hold-out always gives the same answer."""
 
 MODEL_POLL_S = 5.0
 """How often a server checks for a newly promoted model version."""

@@ -51,6 +51,12 @@ class Node:
         recommendation and again for each rung of the ladder."""
         return sum(1 for g in self.gpus if not g.idle)
 
+    @cached_property
+    def placements(self) -> dict[Any, Any]:
+        """The policy's answers for this node, by (model, units, profile, count): a node is
+        immutable, so each is computed once however often it is asked (`policy.find_node`)."""
+        return {}
+
 
 def pool_profiles_problem(strategy: Strategy, profiles: tuple[MigProfile, ...]) -> str | None:
     """What is wrong with the profiles a pool configures for its strategy, or None.
@@ -84,6 +90,12 @@ class Pool:
                 return spelt
         return profile.name
 
+    @cached_property
+    def nodes_by_busy(self) -> tuple[Node, ...]:
+        """Nodes with more GPUs in use first (stable): the order the policy tries them in,
+        sorted once per pool instead of once per candidate profile."""
+        return tuple(sorted(self.nodes, key=lambda n: -n.busy_gpus))
+
 
 @dataclass(frozen=True)
 class Request:
@@ -111,9 +123,17 @@ class Sample:
     profile: str = ""
     throughput: float = 0.0
     """Items/s per worker, 0 when not measured."""
-    execution_id: str = ""
-    """The runner's execution: an OOM and the retry that fitted share it."""
-    features: Mapping[str, float] = field(default_factory=dict)
+    execution_id: str = field(default="", compare=False)
+    """The execution this sample is; "" for an OOM known only from NextAfterOom. With
+    `recommendation_id`, what lets a replica update its cached history in place
+    (`cache.with_execution`) instead of reading it again."""
+    recommendation_id: str = field(default="", compare=False)
+    """The recommendation the execution ran (an OOM-only sample: the one that ran out)."""
+    run_id: str = field(default="", compare=False)
+    """An OOM known only from NextAfterOom: the runner's execution it was recommended for. When
+    the runner records how that execution ended (a retried rung that fitted), the OOM gives way
+    to the true peak."""
+    features: Mapping[str, float] = field(default_factory=dict, compare=False)
     """The request's features, for the per-action model of peak on inputs."""
     count: int = 1
     """Workers the execution ran with: per-worker throughput may fall as the count grows."""

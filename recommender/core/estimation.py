@@ -183,9 +183,10 @@ class DecayedQuantile:
 class Learned:
     """The serving learned model, for a request that carries its features.
 
-    Its quantile is calibrated on held-out executions, so no margin is added. An action with
-    no successful history and no model of its own is left to the prior: the pooled model knows
-    such an action only by its features.
+    Its quantile is calibrated on held-out executions, so no margin is added. It comes before
+    the action's own online model only while that has few executions: a new action's pooled
+    prediction (its features, and no typical peak yet: the model was trained on first
+    executions too) is the population's view of it.
     """
 
     predictor: Callable[[], MemoryPredictor | None]
@@ -197,7 +198,7 @@ class Learned:
         level = typical_peak_mib([s.peak_mib for s in evidence.samples
                                   if s.outcome is Outcome.SUCCEEDED and s.peak_mib > 0])
         prediction = model.predict(evidence.action_id, evidence.features, level)
-        if prediction is None or (prediction.scope == "pooled" and level is None):
+        if prediction is None:
             return None
         return Estimate(
             mib=prediction.mib,

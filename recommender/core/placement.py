@@ -41,6 +41,14 @@ class GpuState:
             mask |= ((1 << size) - 1) << start
         return mask
 
+    @cached_property
+    def extent(self) -> int:
+        """One past the last unit a known placement uses; -1 when one is malformed (a
+        negative start or a size below 1). `place` checks it against the model's units."""
+        if any(start < 0 or size <= 0 for start, size in self.occupied):
+            return -1
+        return max((start + size for start, size in self.occupied), default=0)
+
 
 @dataclass(frozen=True)
 class Assignment:
@@ -116,6 +124,11 @@ def _place_on_gpu(
     return list(out) if run(0, mask) else None
 
 
+SINGLE_KIND_SHORTCUT = True
+"""`_place_one_kind` for requests of one profile (off only in the test that compares it with
+the general search)."""
+
+
 def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuState]
           ) -> NodePlacement | None:
     """Places every requested MIG instance on the given GPUs of one node, or returns None.
@@ -131,7 +144,8 @@ def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuSta
     if not model.placements_known or model.placement_units is None:
         raise PlacementError(f"{model.id}: placement table unknown; cannot place MIG instances")
     units = model.placement_units
-    masks = [_occupied_mask(g, units) for g in gpus]
+    # Checked and computed once per GPU state, however many searches ask about it.
+    masks = [g.used_mask if 0 <= g.extent <= units else _occupied_mask(g, units) for g in gpus]
     pinned: list[list[MigProfile]] = []
     for gpu in gpus:
         mine = []
@@ -141,12 +155,14 @@ def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuSta
                 raise PlacementError(f"gpu {gpu.uuid}: unknown occupied profile {name!r}")
             mine.append(prof)
         pinned.append(mine)
-    for prof in requests:
+    for prof in {id(p): p for p in requests}.values():  # each distinct profile once
         if prof.whole_gpu or prof.placement is None or model.profile(prof.name) != prof:
             raise PlacementError(f"{prof.name}: not a placeable MIG profile of {model.id}")
     kinds = sorted({p.name: p for p in requests}.values(), key=lambda p: p.name)
-    demand = tuple(sum(1 for r in requests if r.name == k.name) for k in kinds)
     larger = _larger(model)
+    if len(kinds) == 1 and SINGLE_KIND_SHORTCUT:
+        return _place_one_kind(model, kinds[0], len(requests), masks, pinned, larger)
+    demand = tuple(sum(1 for r in requests if r.name == k.name) for k in kinds)
 
     def fits(g: int, vector: tuple[int, ...]) -> list[tuple[MigProfile, int]] | None:
         for k, n in zip(kinds, vector, strict=True):
@@ -246,7 +262,82 @@ def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuSta
     return NodePlacement(assignments=tuple(out), gpus_used=used)
 
 
+Layouts = dict[tuple[int, tuple[str, ...], int], list[tuple[MigProfile, int]] | None]
+_ONE_KIND: dict[tuple[int, str], tuple[GpuModel, Layouts]] = {}
+"""Per (model, profile): the layout of n instances beside a GPU's existing ones, by the GPU's
+(occupied mask, unplaced profiles, n). A GPU's state is a few bits, so the same few states
+recur on every node and every call: each is searched once per process."""
+_ONE_KIND_MAX = 100_000
+
+
+def _layouts(model: GpuModel, profile: MigProfile) -> Layouts:
+    entry = _ONE_KIND.get((id(model), profile.name))
+    if entry is None or entry[0] is not model:
+        if sum(len(t) for _, t in _ONE_KIND.values()) > _ONE_KIND_MAX:
+            _ONE_KIND.clear()
+        entry = _ONE_KIND[(id(model), profile.name)] = (model, {})
+    return entry[1]
+
+
+def _place_one_kind(model: GpuModel, profile: MigProfile, count: int, masks: list[int],
+                    pinned: list[list[MigProfile]], larger: dict[str, list[int]]
+                    ) -> NodePlacement | None:
+    """`place` for `count` instances of one profile (what Recommend asks), without the
+    search over count vectors: with one kind, a GPU that fits n instances fits fewer, and
+    GPUs take instances independently, so the two-level search comes down to this: fuller
+    GPUs first, each taking as many as it can. Same answer as the general search (tested)."""
+    layouts = _layouts(model, profile)
+
+    def layout(g: int, n: int) -> list[tuple[MigProfile, int]] | None:
+        key = (masks[g], tuple(sorted(p.name for p in pinned[g])) if pinned[g] else (), n)
+        if key not in layouts:
+            same = sum(1 for p in pinned[g] if p.name == profile.name)
+            layouts[key] = (None if n + same > profile.max_count else
+                            _place_on_gpu([*pinned[g], *([profile] * n)], masks[g], larger))
+        return layouts[key]
+
+    remaining = count
+    chosen: dict[int, int] = {}
+    for g in sorted(range(len(masks)), key=lambda g: (-masks[g].bit_count(), g)):
+        n = 0
+        while n < remaining and layout(g, n + 1) is not None:
+            n += 1
+        if n:
+            chosen[g] = n
+            remaining -= n
+            if not remaining:
+                break
+    if remaining:
+        return None
+    out: list[Assignment] = []
+    for g in sorted(chosen):
+        found = layout(g, chosen[g])
+        assert found is not None
+        mine = list(pinned[g])
+        for prof, start in found:
+            if prof in mine:
+                mine.remove(prof)  # an existing instance, not ours to report
+                continue
+            out.append(Assignment(g, prof.name, start, prof.placement.size if prof.placement
+                                  else 0))
+    used = tuple(sorted({a.gpu_index for a in out}))
+    return NodePlacement(assignments=tuple(out), gpus_used=used)
+
+
+_LARGER: dict[int, tuple[GpuModel, dict[str, list[int]]]] = {}
+
+
 def _larger(model: GpuModel) -> dict[str, list[int]]:
+    """Per profile, the placements of larger base profiles (computed once per model)."""
+    entry = _LARGER.get(id(model))
+    if entry is None or entry[0] is not model:
+        if len(_LARGER) > 64:
+            _LARGER.clear()
+        entry = _LARGER[id(model)] = (model, _larger_of(model))
+    return entry[1]
+
+
+def _larger_of(model: GpuModel) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for p in model.profiles:
         if p.placement is None:

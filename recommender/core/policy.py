@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from recommender.core import config
 from recommender.core.catalog import MigProfile
@@ -84,31 +85,24 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     if not profile.whole_gpu and not pool.gpu_model.placements_known:
         return None, 0, f"{pool.gpu_model.id} has no known placement table: cannot place MIG slices"
     units = pool.gpu_model.placement_units or 0
-    nodes = sorted(pool.nodes, key=lambda n: -n.busy_gpus)
     best: tuple[tuple[int, int], Node] | None = None
     scored = 0
-    for node in nodes:
-        if _room_at_most(node, profile, units) < count:
-            continue  # cannot fit even ignoring overlaps between the new instances
-        try:
-            if profile.whole_gpu:
-                found = place_whole_gpus(count, node.gpus)
-            else:
-                found = place(pool.gpu_model, [profile] * count, node.gpus)
-        except PlacementError as e:
-            return None, 0, str(e)
-        if found is None:
+    key = (pool.gpu_model.id, units, profile, count)
+    for node in pool.nodes_by_busy:
+        # A node's answer depends only on the node, the model and the request: kept on the
+        # node, it serves the fit, the fallback and the ladder, and, when the runner lists
+        # the same node again (`rpc.convert` hands out the same Node for the same bytes),
+        # the next calls too.
+        score_or_none = node.placements.get(key, _UNSCORED)
+        if score_or_none is _UNSCORED:
+            try:
+                score_or_none = _score(pool, node, profile, count, units)
+            except PlacementError as e:
+                return None, 0, str(e)
+            node.placements[key] = score_or_none
+        if score_or_none is None:
             continue
-        broken = sum(1 for g in found.gpus_used if node.gpus[g].idle)
-        left = 0
-        if not profile.whole_gpu:
-            used_units = {g: sum(a.size for a in found.assignments if a.gpu_index == g)
-                          for g in found.gpus_used}
-            left = sum(
-                units - sum(sz for _, sz in node.gpus[g].occupied) - used_units[g]
-                for g in found.gpus_used
-            )
-        score = (broken, left)
+        score = score_or_none
         if best is None or score < best[0]:
             best = (score, node)
         scored += 1
@@ -117,6 +111,41 @@ def find_node(pool: Pool, profile: MigProfile, count: int
     if best is None:
         return None, 0, f"no node has room for {count} x {profile.name}"
     return best[1].node_id, len(best[1].gpus), ""
+
+
+_UNSCORED: Any = object()
+
+
+def _score(pool: Pool, node: Node, profile: MigProfile, count: int, units: int
+           ) -> tuple[int, int] | None:
+    """(idle GPUs broken, free units left on the GPUs used) of placing `count` x `profile`
+    on the node, or None when they do not fit. Raises PlacementError."""
+    rule = profile.placement
+    if rule is not None and not profile.whole_gpu:
+        free = node.placements.get(("free units", units))
+        if free is None:
+            free = node.placements[("free units", units)] = sum(
+                units - g.used_mask.bit_count() for g in node.gpus)
+        if free // rule.size < count:
+            return None  # not enough free units at all: the cheapest bound, once per node
+    if _room_at_most(node, profile, units) < count:
+        return None  # cannot fit even ignoring overlaps between the new instances
+    if profile.whole_gpu:
+        found = place_whole_gpus(count, node.gpus)
+    else:
+        found = place(pool.gpu_model, [profile] * count, node.gpus)
+    if found is None:
+        return None
+    broken = sum(1 for g in found.gpus_used if node.gpus[g].idle)
+    left = 0
+    if not profile.whole_gpu:
+        used_units = {g: sum(a.size for a in found.assignments if a.gpu_index == g)
+                      for g in found.gpus_used}
+        left = sum(
+            units - sum(sz for _, sz in node.gpus[g].occupied) - used_units[g]
+            for g in found.gpus_used
+        )
+    return broken, left
 
 
 def _room_at_most(node: Node, profile: MigProfile, units: int) -> int:
@@ -233,7 +262,7 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
     return None, ""
 
 
-def _by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float
+def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float
                       ) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
@@ -270,7 +299,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         pool_need = need
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
-            pool_need, costs = _by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
+            pool_need, costs = by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
         for profile in profiles if pool_need is not None else []:
             assert pool_need is not None
             if profile.memory_mib < pool_need:
@@ -397,11 +426,37 @@ def build_ladder(pools: Sequence[Pool], start: Rung, memo: Memo | None = None
     return tuple(rungs)
 
 
-def next_rung(ladder: Sequence[Rung], need_mib: float) -> tuple[Rung, tuple[Rung, ...]]:
-    """The first rung that clears what the execution is known to need, and those above it."""
+def next_rung(ladder: Sequence[Rung], need_mib: float, predictive: Predictive | None = None
+              ) -> tuple[Rung, tuple[Rung, ...]]:
+    """The rung to retry on, and those above it: the first that clears what the execution is
+    known to need or, with the action's predictive need, the one of least expected cost given
+    that the need is above `need_mib` (an action whose needs spread far past the slice it died
+    in goes straight to a slice that holds them, instead of dying on each rung in between)."""
+    above = [i for i, r in enumerate(ladder) if r.profile.memory_mib > need_mib]
+    if above and predictive is not None:
+        given = predictive.survival(need_mib)
+        if given > 1e-6:
+            conditional = _Conditional(predictive, given)
+            sizes = [float(ladder[i].profile.memory_mib) for i in above]
+            costs = [expected_cost(sizes, k, conditional, config.OOM_PENALTY)
+                     for k in range(len(sizes))]
+            k = min(range(len(sizes)), key=lambda j: (costs[j], j))
+            return ladder[above[k]], tuple(ladder[above[k] + 1:])
     for i, rung in enumerate(ladder):
         if rung.profile.memory_mib > need_mib:
             return rung, tuple(ladder[i + 1:])
     raise LadderExhausted(
         f"no rung with more than {need_mib:,.0f} MiB per worker among the offered pools"
     )
+
+
+@dataclass(frozen=True)
+class _Conditional:
+    """The need's tail given that it exceeds what an OOM showed: P(need > m | need > known)."""
+
+    need: Predictive
+    given: float
+
+    def survival(self, mib: float) -> float:
+        return min(1.0, self.need.survival(mib) / self.given)
+

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Protocol
 
 _NORMAL = NormalDist()
 MIN_DF = 2.0
@@ -91,7 +92,13 @@ class Predictive:
         return f"median {centre:,.0f} MiB, scale {spread} ({space}, {self.df:.0f} df)"
 
 
-def expected_cost(sizes_mib: list[float], start: int, need: Predictive,
+class Tail(Protocol):
+    def survival(self, mib: float) -> float:
+        """P(need > mib)."""
+        ...
+
+
+def expected_cost(sizes_mib: list[float], start: int, need: Tail,
                   oom_penalty: float) -> float:
     """Expected memory reserved (in slice-MiB x the execution's duration) when the execution
     starts on `sizes_mib[start]` and climbs the sizes above it after each OOM.

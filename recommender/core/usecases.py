@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from recommender.core import config
-from recommender.core.cache import ActionCache
+from recommender.core.cache import ActionCache, Change, with_execution, with_oom
 from recommender.core.catalog import Catalog, GpuModel, load_catalog
 from recommender.core.domain import (
     Decision,
@@ -35,6 +35,7 @@ from recommender.core.domain import (
 )
 from recommender.core.estimation import (
     FALLBACK,
+    HISTORY,
     Estimator,
     Evidence,
     default_estimator,
@@ -45,10 +46,20 @@ from recommender.core.online import ActionModels
 from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommend
 from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
+from recommender.core.predictive import Predictive
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
 from recommender.core.throughput_population import PopulationCache
 
 log = logging.getLogger(__name__)
+
+
+def sample_of(e: Execution) -> Sample:
+    """An execution as `Store.action_samples` reads it back."""
+    return Sample(at=e.ended_at, peak_mib=e.peak_memory_mib, slice_mib=e.slice_memory_mib,
+                  outcome=e.outcome, sm_utilization=e.sm_utilization, gpu_model=e.gpu_model,
+                  profile=e.profile, throughput=e.throughput, execution_id=e.execution_id,
+                  recommendation_id=e.recommendation_id, features=dict(e.features),
+                  count=e.count)
 
 
 class UnknownRecommendation(LookupError):
@@ -134,8 +145,24 @@ class UseCases:
             return None
 
     def _changed(self, action_id: str) -> None:
+        """The action changed in a way the cache cannot follow (or may have: a write that
+        failed may still have committed): read it again next time."""
         if self.cache is not None:
             self.cache.invalidate(action_id)
+
+    def _wrote(self, action_id: str, change: Change) -> None:
+        """This replica committed a change: the cached history follows it in place (the
+        runner's Recommend, RecordExecution, Recommend ... keeps hitting the cache)."""
+        if self.cache is not None:
+            self.cache.update(action_id, change)
+
+    def _oom_marked(self, parent: StoredRecommendation, observed_peak_mib: float,
+                    at: datetime, *, overwrite: bool) -> None:
+        oom = Sample(at=at, peak_mib=observed_peak_mib or 0.0,
+                     slice_mib=parent.decision.rung.profile.memory_mib, outcome=Outcome.OOM,
+                     recommendation_id=parent.id, run_id=parent.execution_id)
+        self._wrote(parent.action_id, lambda samples: with_oom(
+            samples, oom, config.HISTORY_WINDOW, overwrite=overwrite))
 
     def throughput_curve(self, samples: list[Sample], action_id: str = ""
                          ) -> ThroughputCurve | None:
@@ -199,6 +226,19 @@ class UseCases:
             log.warning("recommendation %s not stored: %s", rec.id, e)
             return False
 
+    def _own_need(self, action_id: str, now: datetime) -> Predictive | None:
+        """The action's predictive need from its own history (the first rung after an OOM is
+        chosen by expected cost on it), or None without one."""
+        try:
+            samples = self._samples(action_id)
+        except StoreUnavailable:
+            return None
+        estimate = self.estimator.estimate(Evidence(now=now, samples=samples,
+                                                    action_id=action_id))
+        if estimate is None or estimate.source != HISTORY:
+            return None
+        return estimate.predictive
+
     def next_after_oom(self, recommendation_id: str, observed_peak_mib: float) -> Answer:
         """The next rung above what the execution is known to have needed.
 
@@ -216,10 +256,14 @@ class UseCases:
         need = max(float(d.rung.profile.memory_mib), observed_peak_mib)
         now = self.clock()
         try:
-            rung, above = next_rung(d.ladder, need)
+            rung, above = next_rung(d.ladder, need, self._own_need(parent.action_id, now))
         except LadderExhausted:
-            self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)
-            self._changed(parent.action_id)
+            try:
+                self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)
+            except BaseException:
+                self._changed(parent.action_id)
+                raise
+            self._oom_marked(parent, observed_peak_mib, now, overwrite=False)
             raise
         reason = (
             f"OOM in {d.rung.profile.name} ({d.rung.profile.memory_mib:,} MiB)"
@@ -245,14 +289,28 @@ class UseCases:
                 attempt=d.attempt + 1,
             ),
         )
-        stored = self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
-        self._changed(parent.action_id)
+        try:
+            stored = self.store.save_rung_after_oom(parent.id, observed_peak_mib, now, child)
+        except BaseException:
+            self._changed(parent.action_id)
+            raise
+        if stored is child:
+            self._oom_marked(parent, observed_peak_mib, now, overwrite=True)
+        else:  # a concurrent retry marked it first, at its own time
+            self._changed(parent.action_id)
         return Answer(stored, True)
 
     def record_execution(self, execution: Execution) -> bool:
         """True when recorded now, False when the execution_id was already there."""
-        created = self.store.record_execution(execution, self.clock())
-        self._changed(execution.action_id)
+        try:
+            created = self.store.record_execution(execution, self.clock())
+        except BaseException:
+            self._changed(execution.action_id)  # it may have committed all the same
+            raise
+        if created:
+            new = sample_of(execution)
+            self._wrote(execution.action_id,
+                        lambda samples: with_execution(samples, new, config.HISTORY_WINDOW))
         self._records_since_population += created
         return created
 

@@ -20,8 +20,9 @@ from recommender.core.catalog import Catalog
 from recommender.core.dataset import OOM, SUCCEEDED, Dataset
 from recommender.core.domain import Outcome, Sample
 from recommender.core.estimation import Evidence, default_estimator
-from recommender.learning.fit import action_levels
-from recommender.learning.memory_model import MemoryModel
+from recommender.core.online import ActionModels
+from recommender.core.policy import by_expected_cost
+from recommender.core.ports import MemoryPredictor
 
 
 @dataclass(frozen=True)
@@ -31,23 +32,80 @@ class Scores:
     reserved_gbh: float
     coverage: float
     """Share of successful executions whose peak the prediction covered."""
+    cost_gbh: float = 0.0
+    """Reserved GB-h plus what the OOMs cost (`row_costs`): the one number promotion compares."""
+    costs: tuple[float, ...] = ()
+    """Each row's cost, for the paired comparison."""
 
     def as_metrics(self, prefix: str) -> dict[str, float]:
         return {f"{prefix}_rows": float(self.rows), f"{prefix}_oom_rate": self.oom_rate,
-                f"{prefix}_reserved_gbh": self.reserved_gbh, f"{prefix}_coverage": self.coverage}
+                f"{prefix}_reserved_gbh": self.reserved_gbh, f"{prefix}_coverage": self.coverage,
+                f"{prefix}_cost_gbh": self.cost_gbh}
 
     def better_than(self, other: Scores) -> tuple[bool, str]:
-        oom_ok = self.oom_rate <= other.oom_rate + config.PROMOTE_OOM_TOLERANCE
-        if oom_ok and self.reserved_gbh < other.reserved_gbh:
-            return True, (f"reserves {1 - self.reserved_gbh / other.reserved_gbh:.1%} less at an "
-                          f"OOM rate of {self.oom_rate:.2%} (vs {other.oom_rate:.2%})")
-        if (self.oom_rate < other.oom_rate - config.PROMOTE_OOM_TOLERANCE
-                and self.reserved_gbh <= other.reserved_gbh * (
-                    1 + config.PROMOTE_RESERVED_TOLERANCE)):
-            return True, (f"OOM rate {self.oom_rate:.2%} (vs {other.oom_rate:.2%}) at "
-                          f"{self.reserved_gbh / other.reserved_gbh:.2f}x the reserved memory")
-        return False, (f"not better: OOM rate {self.oom_rate:.2%} vs {other.oom_rate:.2%}, "
-                       f"reserved {self.reserved_gbh:,.1f} vs {other.reserved_gbh:,.1f} GB-h")
+        """Lower cost on the same rows, and surely so: in at least PROMOTE_CONFIDENCE of
+        bootstrap resamples of the rows (in blocks of consecutive executions, since
+        neighbouring executions are alike) the candidate costs less. Deterministic: the same
+        hold-out always gives the same answer."""
+        what = (f"cost {self.cost_gbh:,.1f} vs {other.cost_gbh:,.1f} GB-h (OOM rate "
+                f"{self.oom_rate:.2%} vs {other.oom_rate:.2%}, reserved "
+                f"{self.reserved_gbh:,.1f} vs {other.reserved_gbh:,.1f} GB-h)")
+        if not self.costs or len(self.costs) != len(other.costs):
+            return False, f"not comparable: {what}"
+        diff = np.asarray(self.costs) - np.asarray(other.costs)
+        share = _bootstrap_share_below_zero(diff)
+        if diff.sum() < 0 and share >= config.PROMOTE_CONFIDENCE:
+            return True, (f"costs {1 - self.cost_gbh / other.cost_gbh:.1%} less "
+                          f"({share:.0%} of resamples): {what}")
+        return False, f"not surely better ({share:.0%} of resamples cost less): {what}"
+
+
+def _bootstrap_share_below_zero(diff: NDArray[np.float64]) -> float:
+    n = diff.shape[0]
+    if n == 0:
+        return 0.0
+    block = max(1, min(config.PROMOTE_BLOCK, n))
+    sums = np.add.reduceat(diff, np.arange(0, n, block))
+    rng = np.random.default_rng(config.PROMOTE_SEED)
+    picks = rng.integers(0, sums.shape[0], size=(config.PROMOTE_RESAMPLES, sums.shape[0]))
+    return float(np.mean(sums[picks].sum(axis=1) < 0))
+
+
+def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog
+              ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Per row: the cost, the GB-h reserved on the first attempt, and whether it ran out.
+
+    The first attempt holds the smallest profile of the row's GPU model that holds the
+    prediction; one too small also costs OOM_PENALTY times its slice (the run lost) and the
+    rerun on the slice that fits the peak, as the policy's expected cost counts it."""
+    rows = len(data)
+    ok = data.outcome == SUCCEEDED
+    too_small = (ok & (predicted_mib < data.peak)) | (
+        (data.outcome == OOM) & (predicted_mib <= data.slice_mib))
+    sizes = {
+        i: [*sorted(p.memory_mib for p in m.profiles if p.is_base), m.memory_mib]
+        for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name)) is not None
+    }
+    reserved = np.zeros(rows)
+    cost = np.zeros(rows)
+    for i in range(rows):
+        options = sizes.get(int(data.gpu_model[i]))
+        mib = float(predicted_mib[i])
+        need = max(float(data.peak[i]), float(data.slice_mib[i]) + 1 if data.outcome[i] == OOM
+                   else 0.0)
+        rerun: float
+        if options:
+            mib = float(next((s for s in options if s >= mib), options[-1]))
+            rerun = float(next((s for s in options if s >= need), options[-1]))
+        else:
+            if not math.isfinite(mib):
+                mib = float(data.slice_mib[i])  # the largest slice of a model we do not know
+            rerun = max(need, mib)
+        hours = max(float(data.duration_s[i]), 0.0) / 3600 or 1.0
+        reserved[i] = mib / 1024 * hours
+        cost[i] = reserved[i] + (config.OOM_PENALTY * mib + rerun) / 1024 * hours * bool(
+            too_small[i])
+    return cost, reserved, too_small
 
 
 def score(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog) -> Scores:
@@ -56,82 +114,66 @@ def score(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog) -
         return Scores(0, 0.0, 0.0, 1.0)
     known = (data.outcome == SUCCEEDED) | (data.outcome == OOM)
     ok = data.outcome == SUCCEEDED
-    too_small = (ok & (predicted_mib < data.peak)) | (
-        (data.outcome == OOM) & (predicted_mib <= data.slice_mib))
-    reserved = 0.0
-    sizes = {
-        i: [*sorted(p.memory_mib for p in m.profiles if p.is_base), m.memory_mib]
-        for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name)) is not None
-    }
-    for i in range(rows):
-        options = sizes.get(int(data.gpu_model[i]))
-        mib = float(predicted_mib[i])
-        if options:
-            mib = next((s for s in options if s >= mib), options[-1])
-        elif not math.isfinite(mib):
-            mib = float(data.slice_mib[i])  # the largest slice of a model we do not know
-        hours = max(float(data.duration_s[i]), 0.0) / 3600 or 1.0
-        reserved += mib / 1024 * hours
+    cost, reserved, too_small = row_costs(data, predicted_mib, catalog)
     n_known = max(int(known.sum()), 1)
     return Scores(
         rows=rows,
         oom_rate=float(too_small[known].sum()) / n_known,
-        reserved_gbh=reserved,
+        reserved_gbh=float(reserved.sum()),
         coverage=float((predicted_mib[ok] >= data.peak[ok]).mean()) if ok.any() else 1.0,
+        cost_gbh=float(cost.sum()),
+        costs=tuple(float(c) for c in cost),
     )
 
 
-def model_predictions(model: MemoryModel, data: Dataset, history: Dataset,
-                      fallback: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The model's prediction per row; rows it cannot serve get what the service would use."""
-    levels = _levels(history)
-    out = fallback.copy()
-    for i in range(len(data)):
-        action = data.actions[int(data.action[i])]
-        features = {f: float(v) for f, v in zip(data.features, data.x[i], strict=True)
-                    if not math.isnan(v)}
-        pred = model.predict(action, features, levels.get(action))
-        if pred is not None:
-            out[i] = pred.mib
-    return out
-
-
-def rule_predictions(data: Dataset, history: Dataset) -> NDArray[np.float64]:
-    """What the server answers without a learned model, row by row: its own estimator chain
-    (`estimation.default_estimator()`: decayed quantile with its margin, the sparse-history
-    rule, the OOM floor, the minimum) over the action's executions before that row, the earlier
-    rows of `data` included, as the server would have recorded them. A row the chain has
-    nothing for (an action never seen) gets the largest slice, as the policy gives it (inf:
-    `score` rounds it up to the whole card)."""
-    estimator = default_estimator()
+def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
+                       predictor: MemoryPredictor | None = None,
+                       models: ActionModels | None = None) -> NDArray[np.float64]:
+    """What the server reserves for each row, with `predictor` as its learned model (None:
+    the history rules alone): its own estimator chain (`estimation.default_estimator`) over
+    the action's executions before that row, the earlier rows of `data` included, as the
+    server would have recorded them, and its own slice choice (expected cost) on the row's
+    GPU model. A row the chain has nothing for (an action never seen) gets the largest slice,
+    as the policy gives it (inf: `score` rounds it up to the whole card). Pass one `models`
+    to several calls over the same rows: the per-action fits are shared."""
+    estimator = default_estimator(lambda: predictor, models or ActionModels())
     window = config.HISTORY_WINDOW
     seen: dict[str, deque[Sample]] = {}
+    profiles = {i: [p for p in m.profiles if p.is_base]
+                for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
+
+    def features(rows: Dataset, i: int) -> dict[str, float]:
+        return {f: float(v) for f, v in zip(rows.features, rows.x[i], strict=True)
+                if not math.isnan(v)}
 
     def remember(rows: Dataset, i: int) -> None:
         outcome = _OUTCOMES[int(rows.outcome[i])]
         seen.setdefault(rows.actions[int(rows.action[i])], deque(maxlen=window)).append(Sample(
             at=datetime.fromtimestamp(float(rows.ended[i]), UTC), peak_mib=float(rows.peak[i]),
-            slice_mib=float(rows.slice_mib[i]), outcome=outcome))
+            slice_mib=float(rows.slice_mib[i]), outcome=outcome,
+            execution_id=f"{id(rows)}:{i}", features=features(rows, i)))
 
     for i in range(len(history)):
         remember(history, i)
     out = np.full(len(data), math.inf)
     for i in range(len(data)):
-        # The decision is made when the execution starts; the row's own end time is the
-        # nearest moment the data has, and its own outcome is not yet among the samples.
+        # The decision is made when the execution starts; its own outcome is not yet known.
         now = datetime.fromtimestamp(float(data.ended[i]) - float(data.duration_s[i]), UTC)
-        samples = seen.get(data.actions[int(data.action[i])], ())
-        estimate = estimator.estimate(Evidence(now=now, samples=list(samples)[::-1]))
+        action = data.actions[int(data.action[i])]
+        samples = list(seen.get(action, ()))[::-1]
+        estimate = estimator.estimate(Evidence(now=now, samples=samples, action_id=action,
+                                               features=features(data, i)))
         if estimate is not None:
             out[i] = estimate.mib
+            options = profiles.get(int(data.gpu_model[i]))
+            if estimate.predictive is not None and options:
+                chosen, _ = by_expected_cost(options, estimate.predictive,
+                                             estimate.hard_floor_mib)
+                if chosen is not None:
+                    out[i] = chosen
         remember(data, i)
     return out
 
 
 _OUTCOMES = list(Outcome)
 """Dataset outcome code -> Outcome (codes are the enum's order, `core.dataset`)."""
-
-
-def _levels(history: Dataset) -> dict[str, float]:
-    levels = action_levels(history)
-    return {history.actions[a]: math.exp(v) for a, v in enumerate(levels) if not math.isnan(v)}

@@ -22,7 +22,8 @@ from recommender.core import config
 from recommender.core.catalog import Catalog
 from recommender.core.dataset import SUCCEEDED, Dataset
 from recommender.core.domain import ModelVersion
-from recommender.learning.evaluate import model_predictions, rule_predictions, score
+from recommender.core.online import ActionModels
+from recommender.learning.evaluate import score, server_predictions
 from recommender.learning.fit import fit_memory_model
 from recommender.learning.memory_model import KIND, MemoryModel
 
@@ -78,13 +79,15 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     candidate = MemoryModel(version, params)
     say("testing on the hold-out")
     seen_all = train.concat(calib)
-    fallback = rule_predictions(test, seen_all)
-    cand = score(test, model_predictions(candidate, test, seen_all, fallback), catalog)
-    history = score(test, fallback, catalog)
+    # Each scored as the server would run it: its estimator chain with that model (or none).
+    models = ActionModels()
+    cand = score(test, server_predictions(test, seen_all, catalog, candidate, models), catalog)
+    history = score(test, server_predictions(test, seen_all, catalog, None, models), catalog)
     if serving is not None:
         try:
-            incumbent = score(test, model_predictions(
-                MemoryModel(serving.version, serving.params), test, seen_all, fallback), catalog)
+            incumbent = score(test, server_predictions(
+                test, seen_all, catalog, MemoryModel(serving.version, serving.params), models),
+                catalog)
             against = f"serving version {serving.version}"
         except (ValueError, KeyError, TypeError) as e:
             log.warning("serving version %s cannot be evaluated: %s", serving.version, e)

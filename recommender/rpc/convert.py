@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -83,9 +84,31 @@ def _features(features: Mapping[str, float], field: str) -> dict[str, float]:
     return out
 
 
+_RESOLVED: dict[int, tuple[Catalog, dict[str, GpuModel]]] = {}
+_RESOLVED_MAX = 1024
+"""Names resolved per catalog (by identity: a Catalog is not hashable), so a name the
+runner sends on every call is normalised once. Only names that resolve are kept, at most
+_RESOLVED_MAX of them: clients choose the strings."""
+
+
+def _resolve(catalog: Catalog, name: str) -> GpuModel | None:
+    entry = _RESOLVED.get(id(catalog))
+    if entry is None or entry[0] is not catalog:
+        if len(_RESOLVED) >= 16:  # catalogs come and go in tests; a server has one
+            _RESOLVED.clear()
+        entry = _RESOLVED[id(catalog)] = (catalog, {})
+    known = entry[1]
+    model = known.get(name)
+    if model is None:
+        model = catalog.resolve(name)
+        if model is not None and len(known) < _RESOLVED_MAX:
+            known[name] = model
+    return model
+
+
 def resolve_model(catalog: Catalog, name: str, field: str) -> GpuModel:
     name = checked_text(name, field)
-    model = catalog.resolve(name)
+    model = _resolve(catalog, name)
     if model is None:
         known = ", ".join(m.id for m in catalog)
         raise InvalidArgument(f"{field}: unknown GPU model {name!r} (known: {known})")
@@ -101,7 +124,74 @@ def resolve_profile(model: GpuModel, name: str, field: str) -> MigProfile:
     return profile
 
 
+_NODES: dict[int, tuple[GpuModel, dict[bytes, Node]]] = {}
+_NODES_MAX = 8192
+"""Nodes converted, by GPU model and the node message's bytes. The runner lists a pool's
+nodes on every Recommend and most of them have not changed since the last call: the same
+bytes give the same (immutable, validated) Node, with the placements the policy already
+worked out for it (`Node.placements`). At most _NODES_MAX per model (a few KB each)."""
+_POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
+_POOLS_MAX = 16
+"""Whole pools listing nodes, by catalog and the pool message's bytes: a pool listed again
+unchanged costs one serialisation and a lookup."""
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _interned(tables: dict[int, tuple[K, dict[bytes, V]]], owner: K) -> dict[bytes, V]:
+    """`owner`'s table (by identity: catalogs and models are few and live as long as the
+    server; tests make many, hence the bound)."""
+    entry = tables.get(id(owner))
+    if entry is None or entry[0] is not owner:
+        if len(tables) >= 64:
+            tables.clear()
+        entry = tables[id(owner)] = (owner, {})
+    return entry[1]
+
+
+def _node(model: GpuModel, n: pb.Node, field: str) -> Node:
+    node_id = checked_text(n.node_id, f"{field}.node_id")
+    if len(n.gpus) > config.MAX_GPUS_PER_NODE:
+        raise InvalidArgument(f"{field}.gpus: at most {config.MAX_GPUS_PER_NODE} GPUs")
+    units = model.placement_units or 0
+    # Field paths are formatted only for an error: a pool can list thousands of GPUs.
+    gpus = []
+    for k, g in enumerate(n.gpus):
+        occupied = []
+        for m, pl in enumerate(g.occupied):
+            start, size = pl.start, pl.size
+            if start < 0 or size <= 0 or (units and start + size > units):
+                raise InvalidArgument(
+                    f"{field}.gpus[{k}].occupied[{m}]: {start}:{size} is "
+                    f"not a placement on {model.id} (units 0..{units})"
+                )
+            occupied.append((start, size))
+        names = g.occupied_profiles
+        gpus.append(GpuState(
+            uuid=g.uuid or f"{node_id}/{k}", occupied=tuple(occupied),
+            occupied_profiles=tuple(
+                resolve_profile(model, name, f"{field}.gpus[{k}].occupied_profiles[{m}]").name
+                for m, name in enumerate(names)
+            ) if names else ()))
+    return Node(node_id=node_id, gpus=tuple(gpus))
+
+
 def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
+    if not p.nodes:
+        return _convert_pool(catalog, p, field)
+    known = _interned(_POOLS, catalog)
+    raw = p.SerializeToString()
+    pool = known.get(raw)
+    if pool is None:
+        pool = _convert_pool(catalog, p, field)
+        if len(known) >= _POOLS_MAX:
+            known.clear()
+        known[raw] = pool
+    return pool
+
+
+def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     pool_id = checked_text(p.pool_id, f"{field}.pool_id")
     model = resolve_model(catalog, p.gpu_model, f"{field}.gpu_model")
     if p.strategy not in STRATEGIES:
@@ -127,32 +217,17 @@ def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
             raise InvalidArgument(f"{field}.profiles: {problem}")
     if len(p.nodes) > config.MAX_NODES_PER_POOL:
         raise InvalidArgument(f"{field}.nodes: at most {config.MAX_NODES_PER_POOL} nodes")
+    known = _interned(_NODES, model)
     nodes = []
-    units = model.placement_units or 0
     for j, n in enumerate(p.nodes):
-        node_id = checked_text(n.node_id, f"{field}.nodes[{j}].node_id")
-        if len(n.gpus) > config.MAX_GPUS_PER_NODE:
-            raise InvalidArgument(f"{field}.nodes[{j}].gpus: at most "
-                                  f"{config.MAX_GPUS_PER_NODE} GPUs")
-        # Field paths are formatted only for an error: a pool can list thousands of GPUs.
-        gpus = []
-        for k, g in enumerate(n.gpus):
-            occupied = []
-            for m, pl in enumerate(g.occupied):
-                if pl.start < 0 or pl.size <= 0 or (units and pl.start + pl.size > units):
-                    raise InvalidArgument(
-                        f"{field}.nodes[{j}].gpus[{k}].occupied[{m}]: {pl.start}:{pl.size} is "
-                        f"not a placement on {model.id} (units 0..{units})"
-                    )
-                occupied.append((pl.start, pl.size))
-            names = tuple(
-                resolve_profile(model, name,
-                                f"{field}.nodes[{j}].gpus[{k}].occupied_profiles[{m}]").name
-                for m, name in enumerate(g.occupied_profiles)
-            ) if g.occupied_profiles else ()
-            gpus.append(GpuState(uuid=g.uuid or f"{node_id}/{k}", occupied=tuple(occupied),
-                                 occupied_profiles=names))
-        nodes.append(Node(node_id=node_id, gpus=tuple(gpus)))
+        raw = n.SerializeToString()
+        node = known.get(raw)
+        if node is None:
+            node = _node(model, n, f"{field}.nodes[{j}]")
+            if len(known) >= _NODES_MAX:
+                known.clear()
+            known[raw] = node
+        nodes.append(node)
     return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
                 nodes=tuple(nodes),
                 spellings=tuple((k, v) for k, v in spellings.items() if k != v))

@@ -71,21 +71,33 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
         raise  # unreachable: abort raises
     finally:
         seconds = time.perf_counter() - start
-        line: dict[str, Any] = {
-            "method": method,
-            "code": code.name,
-            "ms": round(seconds * 1000, 3),
-            **{k: v for k, v in ids.items() if v},
-        }
-        if message:
-            line["error"] = message
+        trace_id = ""
         if span is not None:
-            line["trace_id"] = span.trace_id
+            trace_id = span.trace_id
             span.end(code.name, message, ids)
-        # The line's fields are fields of the log record (the JSON log format writes them as
-        # keys of its object; see cli/logs.py), the message is for a person reading it.
-        access_log.info("%s %s", method, code.name, extra=line)
+        if access_log.isEnabledFor(logging.INFO):
+            # The line's fields are fields of the log record (the JSON log format writes them
+            # as keys of its object; see cli/logs.py), the message is for a person reading it.
+            access_log.info("%s %s", method, code.name,
+                            extra=access_fields(method, code.name, seconds, ids, message,
+                                                trace_id))
         metrics.record_call(method, code.name, seconds)
+
+
+def access_fields(method: str, code: str, seconds: float, ids: dict[str, str],
+                  message: str = "", trace_id: str = "") -> dict[str, Any]:
+    """The access line's fields: method, status, milliseconds, the ids that are set, the error
+    and the trace id when there are. Only strings and a float, which the JSON log format
+    writes without the general encoder (the line is written on every call)."""
+    fields: dict[str, Any] = {"method": method, "code": code, "ms": round(seconds * 1000, 3)}
+    for k, v in ids.items():
+        if v:
+            fields[k] = v
+    if message:
+        fields["error"] = message
+    if trace_id:
+        fields["trace_id"] = trace_id
+    return fields
 
 
 def add_to_server(servicer: object, service_name: str, server: grpc.Server) -> None:

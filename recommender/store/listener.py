@@ -1,5 +1,9 @@
 """Hears which actions other replicas changed (PostgreSQL LISTEN) and drops them from this
-replica's history cache (`recommender.core.cache.ActionCache`)."""
+replica's history cache (`recommender.core.cache.ActionCache`).
+
+A replica hears its own notifications too. It skips those (they carry its store's `origin`):
+the use cases have already applied its own writes to the cache in place, and dropping the
+entry would make the runner's next Recommend of the action read it again."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from sqlalchemy import Engine
 
 from recommender.core import config
 from recommender.core.cache import ActionCache
-from recommender.store.repository import ACTION_CHANNEL
+from recommender.store.repository import ACTION_CHANNEL, parse_notification
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +26,12 @@ class ActionListener:
     can never serve stale history; it reconnects with backoff.
     """
 
-    def __init__(self, engine: Engine, cache: ActionCache) -> None:
+    def __init__(self, engine: Engine, cache: ActionCache, origin: str = "") -> None:
+        """`origin`: this replica's `SqlStore.origin`, whose notifications are skipped ("":
+        none is, every write drops the entry)."""
         self.url = engine.url
         self.cache = cache
+        self.origin = origin
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="action-listener", daemon=True)
         self.connected = threading.Event()
@@ -59,7 +66,9 @@ class ActionListener:
                     backoff = 0.5
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
-                            self.cache.invalidate(note.payload)
+                            origin, action_id = parse_notification(note.payload)
+                            if not origin or origin != self.origin:
+                                self.cache.invalidate(action_id)
             except Exception as e:  # any failure: stop trusting the cache, reconnect
                 self.cache.enabled = False
                 self.cache.clear()

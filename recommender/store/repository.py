@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -49,7 +50,24 @@ from recommender.store.models import ExecutionRow, ModelVersionRow, Recommendati
 T = TypeVar("T")
 
 ACTION_CHANNEL = "intelliscale_actions"
-"""PostgreSQL NOTIFY channel: the payload is an action whose history changed."""
+"""PostgreSQL NOTIFY channel: the payload is an action whose history changed, as
+`<origin>:<action_id>` (`notification`), the origin naming the store that wrote it."""
+
+_ORIGIN_LENGTH = 32
+
+
+def notification(origin: str, action_id: str) -> str:
+    return f"{origin}:{action_id}"
+
+
+def parse_notification(payload: str) -> tuple[str, str]:
+    """(origin, action_id); origin "" for a payload without one (a bare action id, as
+    replicas before the origin was added sent)."""
+    head = payload[:_ORIGIN_LENGTH]
+    if (len(payload) > _ORIGIN_LENGTH and payload[_ORIGIN_LENGTH] == ":"
+            and all(c in "0123456789abcdef" for c in head)):
+        return head, payload[_ORIGIN_LENGTH + 1:]
+    return "", payload
 
 
 @contextmanager
@@ -65,6 +83,9 @@ def _unavailable_on_error() -> Iterator[None]:
 class SqlStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.origin = uuid.uuid4().hex
+        """Signs this store's notifications: its replica's listener skips them, since the
+        use cases have already applied their own writes to the cache."""
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._recommendations: GroupCommit[dict[str, Any], None] = GroupCommit(
             self._insert_recommendations, "write-recommendations")
@@ -145,7 +166,7 @@ class SqlStore:
         """Tells every replica (on PostgreSQL) that these actions' history changed, when the
         transaction commits: their cached statistics for them are dropped. One statement for
         all of them (one round trip per group-commit batch)."""
-        actions = sorted({a for a in action_ids if a})
+        actions = sorted({notification(self.origin, a) for a in action_ids if a})
         if actions and self.engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_notify(:channel, a) FROM unnest(CAST(:actions AS text[]))"
                               " AS a"), {"channel": ACTION_CHANNEL, "actions": actions})
@@ -229,7 +250,7 @@ class SqlStore:
             rows = s.execute(
                 select(x.ended_at, x.peak_memory_mib, x.slice_memory_mib, x.outcome,
                        x.sm_utilization, x.gpu_model, x.profile, x.throughput,
-                       x.execution_id, x.features, x.count)
+                       x.execution_id, x.features, x.count, x.recommendation_id)
                 .where(x.action_id == action_id)
                 .order_by(x.ended_at.desc())
                 .limit(limit)
@@ -238,7 +259,8 @@ class SqlStore:
                 Sample(at=utc(row[0]), peak_mib=row[1], slice_mib=row[2],
                        outcome=Outcome(row[3]), sm_utilization=row[4], gpu_model=row[5],
                        profile=row[6], throughput=row[7], execution_id=row[8],
-                       features=row[9] if isinstance(row[9], dict) else {}, count=row[10])
+                       features=row[9] if isinstance(row[9], dict) else {}, count=row[10],
+                       recommendation_id=row[11] or "")
                 for row in rows
             ]
             # The execution was recorded: for the recommendation itself, or (a retry through
@@ -252,7 +274,8 @@ class SqlStore:
             # ix_recommendations_action_oom holds only recommendations that ran out of
             # memory: this stays small however many recommendations the action has had.
             ooms = s.execute(
-                select(r.oom_at, r.oom_observed_peak_mib, r.profile_memory_mib, r.execution_id)
+                select(r.oom_at, r.oom_observed_peak_mib, r.profile_memory_mib, r.id,
+                       r.execution_id)
                 .where(
                     r.action_id == action_id,
                     r.oom_at.is_not(None),
@@ -263,7 +286,7 @@ class SqlStore:
             ).all()
             samples += [
                 Sample(at=utc(row[0]), peak_mib=row[1] or 0.0, slice_mib=row[2],
-                       outcome=Outcome.OOM, execution_id=row[3])
+                       outcome=Outcome.OOM, recommendation_id=row[3], run_id=row[4])
                 for row in ooms
                 if row[0] is not None
             ]

@@ -1,0 +1,159 @@
+"""Each learning mechanism of issue 11 on small data: the predictive need and its tail, the
+per-action online designs, per-action calibration, the population prior, the slice chosen by
+expected cost, and an OOM giving way to the true peak of its retry."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from recommender.core import config
+from recommender.core.catalog import Catalog
+from recommender.core.domain import Execution, Outcome, Request, Sample
+from recommender.core.estimation import POPULATION, Evidence, default_estimator
+from recommender.core.online import ActionModels, fit_action
+from recommender.core.policy import by_expected_cost, recommend
+from recommender.core.population import PopulationSample, build_population
+from recommender.core.predictive import Predictive, expected_cost, t_quantile, t_survival
+from recommender.core.usecases import UseCases
+from recommender.store import SqlStore
+from tests.test_policy import mk
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def run(peak: float, i: int, features: dict[str, float] | None = None,
+        outcome: Outcome = Outcome.SUCCEEDED, slice_mib: float = 20000) -> Sample:
+    """The i-th most recent execution (0 = newest), an hour apart."""
+    return Sample(NOW - timedelta(hours=1 + i), peak, slice_mib, outcome,
+                  execution_id=f"x{i}", features=features or {})
+
+
+def test_student_t_tail_matches_known_values_and_inverts() -> None:
+    # t with 10 df: P(T > 1.812) = 0.05, P(T > 2.764) = 0.01 (tables).
+    assert t_survival(1.812, 10) == pytest.approx(0.05, abs=2e-3)
+    assert t_survival(2.764, 10) == pytest.approx(0.01, abs=1e-3)
+    assert t_survival(0.0, 5) == pytest.approx(0.5)
+    for q in (0.5, 0.9, 0.99):
+        assert t_survival(t_quantile(q, 7), 7) == pytest.approx(1 - q, abs=1e-6)
+    # Fewer degrees of freedom, heavier tail: thin history widens the interval by itself.
+    assert t_quantile(0.99, 3) > t_quantile(0.99, 30) > 2.3
+
+
+def test_predictive_respects_its_floor_and_log_space() -> None:
+    need = Predictive(loc=math.log(8000), scale=0.1, df=20)
+    assert need.survival(8000) == pytest.approx(0.5)
+    assert need.survival(12000) < 0.01 and need.quantile(0.5) == pytest.approx(8000)
+    floored = need.with_floor(10000)
+    assert floored.survival(9999) == 1.0 and floored.quantile(0.1) == 10000
+
+
+def test_expected_cost_weighs_memory_against_the_chance_of_an_oom() -> None:
+    sizes = [10000.0, 20000.0, 40000.0]
+    sure = Predictive(math.log(8000), 0.02, 50)
+    unsure = Predictive(math.log(8000), 0.4, 5)
+    assert expected_cost(sizes, 0, sure, 30) == pytest.approx(10000, rel=1e-3)
+    # An 8 GB need with a wide tail: the 10 GB slice is likely to run out; 20 GB is cheaper.
+    assert expected_cost(sizes, 1, unsure, 30) < expected_cost(sizes, 0, unsure, 30)
+
+
+def test_policy_chooses_the_slice_of_least_expected_cost(catalog: Catalog) -> None:
+    pool = mk(catalog, "a100", "A100-80GB")
+    req = Request("act", "e", (pool,))
+    est = default_estimator().estimate(Evidence(NOW, [run(9000 + 50 * i, i) for i in range(20)]))
+    assert est is not None and est.predictive is not None
+    d = recommend(req, est)
+    # 9-10 GB peaks: 1g.10gb (9,984 MiB) runs out too often; the next size up is chosen.
+    assert d.rung.profile.memory_mib > 9984 and "expected cost" in d.reason
+    best, costs = by_expected_cost(list(pool.gpu_model.profiles), est.predictive, 0.0)
+    assert best == min(costs, key=lambda s: costs[s])
+
+
+def test_inputs_explain_the_peak_and_the_model_finds_it() -> None:
+    rng = random.Random(1)
+    samples = []
+    for i in range(60):
+        batch = float(2 ** rng.randint(0, 6))
+        peak = (2000 + 150 * batch) * math.exp(rng.gauss(0, 0.03))
+        samples.append(run(peak, i, {"batch_size": batch}))
+    model = fit_action(samples, NOW.timestamp(), ("batch_size",), 0.25)
+    assert model is not None and model.fits[0].design.features == ("batch_size",)
+    small = model.predict({"batch_size": 1.0})
+    big = model.predict({"batch_size": 64.0})
+    assert small is not None and big is not None
+    assert small[0].quantile(0.95) < 3000 < 11000 < big[0].quantile(0.95) < 14000
+    # Without the input, the model falls back to a design that needs none.
+    none = model.predict({})
+    assert none is not None and not none[1].design.features
+
+
+def test_each_action_is_calibrated_on_its_own_errors() -> None:
+    rng = random.Random(2)
+    steady = [run(5000 * math.exp(rng.gauss(0, 0.02)), i) for i in range(40)]
+    jumpy = [run(5000 * math.exp(rng.gauss(0, 0.3)), i) for i in range(40)]
+    a = fit_action(steady, NOW.timestamp(), (), 0.1)
+    b = fit_action(jumpy, NOW.timestamp(), (), 0.1)
+    assert a is not None and b is not None
+    pa, pb = a.predict({}), b.predict({})
+    assert pa is not None and pb is not None
+    assert pa[0].quantile(0.99) < 5800 < 8000 < pb[0].quantile(0.99)
+
+
+def test_a_step_up_is_followed_within_a_few_executions() -> None:
+    before = [run(4000, i) for i in range(5, 40)]
+    after = [run(7000, i) for i in range(5)]
+    model = fit_action(after + before, NOW.timestamp(), (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None and found[0].quantile(0.9) > 6500
+
+
+def test_models_are_fitted_once_per_history() -> None:
+    models = ActionModels()
+    samples = [run(3000, i) for i in range(10)]
+    first = models.get("a", samples, NOW.timestamp(), 0.1)
+    assert models.get("a", samples, NOW.timestamp() + 60, 0.1) is first
+    assert models.fitted == 1
+    models.get("a", [run(3100, -1), *samples], NOW.timestamp(), 0.1)
+    assert models.fitted == 2
+
+
+def test_a_new_action_starts_from_the_population() -> None:
+    rng = random.Random(3)
+    rows = []
+    for a in range(20):
+        level = 6000 * math.exp(rng.gauss(0, 0.2))
+        for k in range(5):
+            rows.append(PopulationSample(f"a{a}", k * 3600.0, level * math.exp(rng.gauss(0, 0.05)),
+                                         declared_mib=level * 2.5))
+    pop = build_population(rows)
+    assert pop.first_actions == 20 and 0.02 < pop.log_scale < 0.1
+    assert pop.declared_loc == pytest.approx(math.log(1 / 2.5), abs=0.05)
+    est = default_estimator(population=lambda: pop)
+    new = est.estimate(Evidence(NOW))
+    assert new is not None and new.source == POPULATION and "first peaks" in new.detail
+    assert 6000 < new.mib < 12000
+    declared = est.estimate(Evidence(NOW, declared_mib=20000))
+    assert declared is not None and declared.source == POPULATION
+    assert 6000 < declared.mib < 12000 and "declared" in declared.detail
+
+
+def test_an_oom_gives_way_to_the_true_peak_of_its_retry(store: SqlStore,
+                                                        catalog: Catalog) -> None:
+    clock = [NOW]
+    use_cases = UseCases(store, catalog=catalog, clock=lambda: clock[0])
+    req = Request("grow", "run-1", (mk(catalog, "a100", "A100-80GB"),), declared_memory_mib=9000)
+    first = use_cases.recommend(req).recommendation
+    retry = use_cases.next_after_oom(first.id, 0.0).recommendation
+    oom = store.action_samples("grow", config.HISTORY_WINDOW)
+    assert [s.outcome for s in oom] == [Outcome.OOM]  # censored: the need is above the slice
+    rung = retry.decision.rung
+    store.record_execution(Execution(
+        "run-1", "grow", retry.id, rung.gpu_model, rung.profile.name, rung.profile.memory_mib,
+        1, 12500.0, 10.0, 600.0, 0.0, Outcome.SUCCEEDED, NOW + timedelta(minutes=10)),
+        NOW + timedelta(minutes=10))
+    after = store.action_samples("grow", config.HISTORY_WINDOW)
+    assert [(s.outcome, s.peak_mib) for s in after] == [(Outcome.SUCCEEDED, 12500.0)]
