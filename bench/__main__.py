@@ -33,7 +33,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("which", nargs="?", default="all",
                    choices=["recommend", "record", "placement", "parvagpu", "retrain", "layout",
-                            "all"])
+                            "online", "all"])
     p.add_argument("--retrain-rows", default="100000,1000000",
                    help="retrain: executions to train on, comma-separated "
                    "(default 100000,1000000)")
@@ -85,13 +85,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import layout, placement, recommend, record, retrain, throughput_targets
+    from bench import layout, online, placement, recommend, record, retrain, throughput_targets
 
     which = (["recommend", "record", "placement", "parvagpu"] if args.which == "all"
              else [args.which])
     runners = {"recommend": recommend.run, "record": record.run, "placement": placement.run,
                "parvagpu": lambda a: throughput_targets.main([]), "retrain": retrain.run,
-               "layout": layout.run}
+               "layout": layout.run, "online": online.run}
     args.record_url = args.database_url or os.environ.get("RECOMMENDER_TEST_POSTGRES_URL",
                                                           DEFAULT_PG)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import pytest
 from sqlalchemy import Engine
 
-from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.core.catalog import Catalog, load_catalog
-from recommender.core.usecases import UseCases
-from recommender.rpc.server import Running, start
+from recommender.core.ports import Store
 from recommender.store import SqlStore, connect, migrate
+from tests.fakes import InMemoryStore
+from tests.harness.live import Live, serving
+from tests.harness.stores import sql_store
 from tests.postgres import postgres_unreachable, scratch_postgres_database
 
 PG_ENV = "RECOMMENDER_TEST_POSTGRES_URL"
@@ -80,28 +78,16 @@ def store(migrated_engine: Engine) -> SqlStore:
     return SqlStore(migrated_engine)
 
 
-@dataclass
-class Live:
-    running: Running
-    channel: grpc.Channel
-    recommender: pb_grpc.RecommenderStub
-    admin: pb_grpc.AdminStub
-    store: SqlStore
-    address: str
-
-
-@contextmanager
-def serving(store: SqlStore, catalog: Catalog) -> Iterator[Live]:
-    """The real server on a free loopback port, with clients over a real socket."""
-    running = start(UseCases(store), catalog, host="127.0.0.1", port=0)
-    address = f"127.0.0.1:{running.port}"
-    channel = grpc.insecure_channel(address)
-    try:
-        yield Live(running, channel, pb_grpc.RecommenderStub(channel), pb_grpc.AdminStub(channel),
-                   store, address)
-    finally:
-        channel.close()
-        running.stop(grace=1)
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                        "memory"])
+def any_store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """Runs a test against every implementation of the store port: `SqlStore` on SQLite and
+    on PostgreSQL, and tests/fakes.py's `InMemoryStore`."""
+    if request.param == "memory":
+        yield InMemoryStore()
+        return
+    with sql_store(str(request.getfixturevalue(f"{request.param}_url"))) as store:
+        yield store
 
 
 @pytest.fixture

@@ -1,7 +1,12 @@
-"""Scratch PostgreSQL databases for the tests and the benchmarks."""
+"""PostgreSQL for the tests and the benchmarks: is it reachable, scratch databases, and the
+local cluster stopped and started (tests/test_faults.py's outage)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,3 +49,46 @@ def scratch_postgres_database(admin_url: str, prefix: str,
             ), {"n": name})
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
         admin.dispose()
+
+
+def _pg_version() -> str:
+    versions = os.listdir("/etc/postgresql")
+    return max(versions, key=lambda v: [int(x) for x in v.split(".") if x.isdigit()])
+
+
+def pg_ready() -> bool:
+    return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"],
+                          timeout=15, check=False).returncode == 0
+
+
+def pg_ctl(action: str) -> None:
+    done = subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main", action],
+        capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, f"pg_ctlcluster {action}: {done.stdout} {done.stderr}"
+
+
+def ensure_postgres_running() -> None:
+    """Starts the local cluster when it is down and waits until it accepts connections."""
+    if pg_ready():
+        return
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main",
+                    "start"], capture_output=True, timeout=90, check=False)
+    for _ in range(120):
+        if pg_ready():
+            return
+        time.sleep(0.5)
+    raise RuntimeError("PostgreSQL did not come back: start it with pg_ctlcluster")
+
+
+def cannot_restart_postgres(admin_url: str) -> str:
+    """Why a test may not stop and start the PostgreSQL at `admin_url` ("" when it may): it
+    must be this machine's cluster, and stopping it takes root."""
+    if shutil.which("pg_ctlcluster") is None or not os.path.isdir("/etc/postgresql"):
+        return "pg_ctlcluster not found"
+    if os.geteuid() != 0:
+        return "stopping PostgreSQL needs root"
+    url = make_url(admin_url)
+    if url.host not in ("127.0.0.1", "localhost") or (url.port or 5432) != 5432:
+        return f"the test database is not the local cluster on 127.0.0.1:5432 ({url.host})"
+    return ""

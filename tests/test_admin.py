@@ -25,12 +25,13 @@ from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc 
 from recommender.cli import main as cli_main
 from recommender.cli.logs import fields
 from recommender.core.catalog import Catalog, load_catalog
-from recommender.core.domain import ModelVersion
 from recommender.core.usecases import UseCases
 from recommender.rpc.auth import AdminTokenInterceptor, AuthConfigError, resolve_admin_token
 from recommender.rpc.server import start
 from recommender.store import SqlStore
-from tests.conftest import Live
+from tests.builders import model_version as version
+from tests.harness.live import Live
+from tests.harness.process import run_cli as run
 from tests.helpers import pool, record, request, ts
 
 TOKEN = "s3cr3t-admin-token-0123456789"
@@ -214,16 +215,6 @@ def test_list_gpu_models_without_overrides(live: Live) -> None:
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 
 
-def version(name: str, at: datetime, *, serving: bool = False, promoted: bool = False
-            ) -> ModelVersion:
-    return ModelVersion(
-        version=name, created_at=at, kind="memory", promoted=promoted, serving=serving,
-        metrics={"oom_rate": 0.01, "median_slack": 0.21}, reason=f"{name}: beats the baseline",
-        training_window_start=at - timedelta(days=7), training_window_end=at,
-        params={"big": list(range(10))},
-    )
-
-
 def test_list_model_versions(live: Live) -> None:
     assert list(live.admin.ListModelVersions(pb.ListModelVersionsRequest()).model_versions) == []
     live.store.save_model_version(version("v1", T0, serving=True, promoted=True))
@@ -346,13 +337,6 @@ def test_token_configuration(tmp_path: Path) -> None:
     with pytest.raises(AuthConfigError, match="cannot read"):
         resolve_admin_token(token_file=str(tmp_path / "missing"), environ={})
     assert TOKEN not in repr(AdminTokenInterceptor(TOKEN))
-
-
-def run(*args: str, cwd: Path, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=60,
-                          env={**os.environ, "NO_COLOR": "1", **(env or {})})
 
 
 def test_serve_with_a_token_file(tmp_path: Path) -> None:

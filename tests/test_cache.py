@@ -15,7 +15,7 @@ from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.usecases import UseCases
 from recommender.store import SqlStore, connect
 from recommender.store.listener import ActionListener
-from tests.test_policy import mk
+from tests.builders import mk
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

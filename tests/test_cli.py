@@ -17,23 +17,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
+from tests.harness.process import run_cli as run
+from tests.harness.process import serve_in_child as start_server
 from tests.helpers import access_lines, record, request
-
-
-def run(*args: str, cwd: Path, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recommender", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=60, env={**os.environ, **(env or {})})
-
-
-def start_server(cwd: Path, *args: str) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, "-m", "recommender", "serve", "--port", "0", *args],
-                            cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.search(r"listening on .*:(\d+)", line)
-    assert match, f"no listening line: {line!r} {proc.stderr.read() if proc.stderr else ''}"
-    return proc, int(match.group(1))
 
 
 def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> None:

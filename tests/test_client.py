@@ -22,7 +22,7 @@ import grpc
 import pytest
 
 from recommender.store import SqlStore
-from tests.conftest import Live
+from tests.harness.live import Live
 
 try:
     import recommender_client as rc
@@ -228,7 +228,7 @@ def test_the_ladder_walked_locally_matches_next_after_oom(live: Live) -> None:
 
 def test_next_after_oom_or_ladder_falls_back_when_the_service_is_gone(
         store: SqlStore, catalog: Any) -> None:
-    from tests.conftest import serving
+    from tests.harness.live import serving
 
     with serving(store, catalog) as live:
         client = rc.RecommenderClient(live.address, timeout=2)

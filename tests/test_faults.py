@@ -14,117 +14,56 @@
 
 Each test runs `python -m recommender serve --port 0` on a fresh database and talks to it over
 127.0.0.1. Every loop is bounded in count and in time. Run: `pytest -m slow tests/test_faults.py`.
+The harness (the server in a child process, clients that keep a ledger, the database read
+directly) is tests/harness/; stopping and starting PostgreSQL is in tests/postgres.py.
 """
 
 from __future__ import annotations
 
-import os
 import random
-import re
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
-import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from sqlalchemy import create_engine, make_url, text
-from sqlalchemy.pool import NullPool
+from sqlalchemy import make_url
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from tests.helpers import access_lines, pool, record
+from tests.harness.clients import (
+    CALL_TIMEOUT_S,
+    OK,
+    UNAVAILABLE,
+    Call,
+    Ledger,
+    call,
+    healthy,
+    join_clients,
+    latency_summary,
+    run_clients,
+)
+from tests.harness.process import Server, start_server
+from tests.harness.rows import assert_exactly_once, column, execution_ids, recommendation_ids
+from tests.helpers import pool, record
 from tests.helpers import request as recommend_request
-from tests.postgres import scratch_postgres_database
+from tests.postgres import (
+    cannot_restart_postgres,
+    ensure_postgres_running,
+    pg_ctl,
+    pg_ready,
+    scratch_postgres_database,
+)
 
 pytestmark = pytest.mark.slow
 
-START_TIMEOUT_S = 60.0
-"""A server that has not printed its listening line by then has failed to start."""
 
-STOP_TIMEOUT_S = 30.0
-"""SIGTERM to exit: the server's grace period is 10 s."""
-
-CALL_TIMEOUT_S = 10.0
-"""Client deadline of every call: a call this slow is a hang (the database timeout is 2 s)."""
-
-OK = grpc.StatusCode.OK
-UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
-
-
-# --- the server in a child process -------------------------------------------------------
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def access_codes(self) -> Counter[tuple[str, str]]:
-        """(method, status code) of every access-log line."""
-        out: Counter[tuple[str, str]] = Counter()
-        for entry in access_lines(self.log_text()):
-            out[(entry["method"], entry["code"])] += 1
-        return out
-
-    def stop(self) -> int:
-        """SIGTERM, then the exit status (SIGKILL and a failure if it does not exit)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            raise AssertionError(f"server ignored SIGTERM for {STOP_TIMEOUT_S:.0f} s") from None
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
-def start_server(database_url: str, workdir: Path, name: str = "server") -> Server:
-    """`recommender serve` on a free loopback port; its output goes to files (a pipe nobody
-    reads would fill up with access-log lines and block the server)."""
-    out_path, log_path = workdir / f"{name}.out", workdir / f"{name}.log"
-    with out_path.open("wb") as out, log_path.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "recommender", "serve", "--host", "127.0.0.1", "--port", "0",
-             "--database-url", database_url, "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
-            cwd=workdir, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        match = re.search(r"listening on .*:(\d+)", out_path.read_text(errors="replace"))
-        if match:
-            return Server(proc, int(match.group(1)), log_path)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=10)
-    raise AssertionError(f"server did not start (exit {proc.returncode}): "
-                         f"{log_path.read_text(errors='replace')[-3000:]}")
+# --- servers a test started --------------------------------------------------------------
 
 
 @pytest.fixture
@@ -135,132 +74,6 @@ def servers() -> Iterator[list[Server]]:
     for s in started:
         if s.proc.poll() is None:
             s.kill()
-
-
-# --- clients -----------------------------------------------------------------------------
-
-
-@dataclass
-class Call:
-    method: str
-    started: float
-    ended: float
-    code: grpc.StatusCode
-    details: str = ""
-    reply: Any = None
-    key: str = ""  # the execution id of a RecordExecution
-
-    @property
-    def seconds(self) -> float:
-        return self.ended - self.started
-
-    def describe(self) -> str:
-        return f"{self.method}({self.key}) {self.code.name} after {self.seconds:.2f} s: " \
-               f"{self.details}"
-
-
-def call(method: str, fn: Callable[..., Any], message: Any, key: str = "",
-         timeout: float = CALL_TIMEOUT_S) -> Call:
-    started = time.monotonic()
-    try:
-        reply = fn(message, timeout=timeout)
-    except grpc.RpcError as e:
-        return Call(method, started, time.monotonic(), e.code(), e.details() or "", key=key)
-    return Call(method, started, time.monotonic(), OK, reply=reply, key=key)
-
-
-@dataclass
-class Ledger:
-    """What the clients saw, shared by their threads."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    calls: list[Call] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, c: Call) -> Call:
-        with self.lock:
-            self.calls.append(c)
-        return c
-
-    def error(self, message: str) -> None:
-        with self.lock:
-            self.errors.append(message)
-
-    def of(self, method: str) -> list[Call]:
-        with self.lock:
-            return [c for c in self.calls if c.method == method]
-
-
-def run_clients(n: int, body: Callable[[int], None], ledger: Ledger) -> list[threading.Thread]:
-    def guarded(k: int) -> None:
-        try:
-            body(k)
-        except Exception:
-            ledger.error(f"client {k} crashed: {traceback.format_exc()}")
-
-    threads = [threading.Thread(target=guarded, args=(k,), name=f"client-{k}", daemon=True)
-               for k in range(n)]
-    for t in threads:
-        t.start()
-    return threads
-
-
-def join_clients(threads: list[threading.Thread], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-    alive = [t.name for t in threads if t.is_alive()]
-    assert not alive, f"client threads still running after {timeout:.0f} s (a hang?): {alive}"
-
-
-def healthy(address: str) -> bool:
-    with grpc.insecure_channel(address) as ch:
-        status = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(),
-                                                        timeout=5).status
-    return bool(status == health_pb2.HealthCheckResponse.SERVING)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else 0.0
-
-
-def latency_summary(calls: list[Call]) -> str:
-    seconds = [c.seconds for c in calls]
-    return (f"{len(calls)} calls, p50 {percentile(seconds, 50) * 1000:.0f} ms, "
-            f"p99 {percentile(seconds, 99) * 1000:.0f} ms, max {max(seconds, default=0):.2f} s")
-
-
-# --- the database, read directly ---------------------------------------------------------
-
-
-def column(url: str, sql: str) -> list[str]:
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            return [str(r[0]) for r in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
-
-
-def execution_ids(url: str) -> list[str]:
-    return column(url, "SELECT execution_id FROM executions")
-
-
-def recommendation_ids(url: str) -> list[str]:
-    return column(url, "SELECT id FROM recommendations")
-
-
-def assert_exactly_once(url: str, expected: set[str]) -> None:
-    """The executions table holds each expected id once and nothing else."""
-    rows = execution_ids(url)
-    twice = sorted(k for k, n in Counter(rows).items() if n > 1)
-    lost = sorted(expected - set(rows))
-    extra = sorted(set(rows) - expected)
-    assert not twice, f"{len(twice)} executions stored more than once: {twice[:10]}"
-    assert not lost, f"{len(lost)} acknowledged executions lost: {lost[:10]}"
-    assert not extra, f"{len(extra)} executions stored that no client had acknowledged: " \
-                      f"{extra[:10]}"
 
 
 # --- a. load -----------------------------------------------------------------------------
@@ -459,52 +272,11 @@ RETRY_ROUNDS = 40
 RETRY_PAUSE_S = 0.25
 
 
-def _pg_version() -> str:
-    versions = os.listdir("/etc/postgresql")
-    return max(versions, key=lambda v: [int(x) for x in v.split(".") if x.isdigit()])
-
-
-def pg_ready() -> bool:
-    return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"],
-                          timeout=15, check=False).returncode == 0
-
-
-def pg_ctl(action: str) -> None:
-    done = subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main", action],
-        capture_output=True, text=True, timeout=90, check=False)
-    assert done.returncode == 0, f"pg_ctlcluster {action}: {done.stdout} {done.stderr}"
-
-
-def ensure_postgres_running() -> None:
-    """Starts the local cluster when it is down and waits until it accepts connections."""
-    if pg_ready():
-        return
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", _pg_version(), "main",
-                    "start"], capture_output=True, timeout=90, check=False)
-    for _ in range(120):
-        if pg_ready():
-            return
-        time.sleep(0.5)
-    raise RuntimeError("PostgreSQL did not come back: start it with pg_ctlcluster")
-
-
-def _cannot_restart_postgres(admin_url: str) -> str:
-    if shutil.which("pg_ctlcluster") is None or not os.path.isdir("/etc/postgresql"):
-        return "pg_ctlcluster not found"
-    if os.geteuid() != 0:
-        return "stopping PostgreSQL needs root"
-    url = make_url(admin_url)
-    if url.host not in ("127.0.0.1", "localhost") or (url.port or 5432) != 5432:
-        return f"the test database is not the local cluster on 127.0.0.1:5432 ({url.host})"
-    return ""
-
-
 @pytest.fixture
 def restartable_postgres_url(postgres_admin_url: str) -> Iterator[str]:
     """A fresh database on the local cluster, which the test may stop and start: like
     conftest's postgres_url, and PostgreSQL is running again whatever the test did."""
-    reason = _cannot_restart_postgres(postgres_admin_url)
+    reason = cannot_restart_postgres(postgres_admin_url)
     if reason:
         pytest.skip(reason)
     with scratch_postgres_database(postgres_admin_url, "intelliscale_faults",

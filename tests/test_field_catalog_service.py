@@ -13,7 +13,7 @@ import pytest
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender.core.catalog import load_catalog
 from recommender.store import SqlStore
-from tests.conftest import Live, serving
+from tests.harness.live import Live, serving
 from tests.helpers import pool, record, request
 
 

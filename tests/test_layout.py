@@ -32,11 +32,11 @@ from recommender.core.layout import (
 )
 from recommender.core.placement import GpuState, place
 from recommender.report import render_report
-from tests.conftest import Live
+from tests.harness.live import Live
+from tests.harness.page import check_page
+from tests.harness.process import run_cli
+from tests.harness.process import serve_in_child as start_server
 from tests.helpers import pool, record, request, ts
-from tests.test_cli import run as run_cli
-from tests.test_cli import start_server
-from tests.test_report import check_page
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 H = timedelta(hours=1)

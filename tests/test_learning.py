@@ -21,6 +21,7 @@ from recommender.learning.retrain import retrain
 from recommender.learning.serving import ModelHolder
 from recommender.learning.trees import Linear, Trees, export_hgb
 from recommender.store import SqlStore
+from tests.builders import mk
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 
@@ -211,8 +212,6 @@ def test_served_model_is_used_for_requests_with_features(
     assert holder.refresh() and holder.current() is not None
     use_cases = UseCases(store, catalog=catalog, learned=holder.current,
                             clock=lambda: T0 + timedelta(days=6))
-    from tests.test_policy import mk
-
     pool = mk(catalog, "a80", "A100-80GB")
     small = use_cases.recommend(Request("act-0000", "", (pool,), features={
         "batch_size": 1.0, "input_mb": 5.0})).recommendation.decision

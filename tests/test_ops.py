@@ -21,7 +21,7 @@ from recommender.core.usecases import UseCases
 from recommender.rpc.metrics import Metrics, serve_metrics
 from recommender.rpc.server import Tls, start
 from recommender.store import SqlStore
-from tests.conftest import Live
+from tests.harness.live import Live
 from tests.helpers import record, request
 
 

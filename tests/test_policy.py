@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 from recommender.core.catalog import Catalog
-from recommender.core.domain import Node, Pool, Request, Strategy
-from recommender.core.estimation import FALLBACK, HISTORY, PRIOR, Estimate
+from recommender.core.domain import Node, Request, Strategy
+from recommender.core.estimation import FALLBACK, HISTORY, PRIOR
 from recommender.core.placement import GpuState
 from recommender.core.policy import (
     LadderExhausted,
@@ -17,19 +17,7 @@ from recommender.core.policy import (
     pod_resources,
     recommend,
 )
-
-
-def mk(catalog: Catalog, pool_id: str = "a100", model: str = "A100-40GB",
-       strategy: Strategy = Strategy.MIXED, profiles: tuple[str, ...] = (),
-       nodes: tuple[Node, ...] = ()) -> Pool:
-    m = catalog.resolve(model)
-    assert m is not None
-    resolved = tuple(p for name in profiles if (p := m.profile(name)) is not None)
-    return Pool(pool_id, m, strategy, resolved, nodes)
-
-
-def est(mib: float, source: str = PRIOR, floor: float = 0.0) -> Estimate:
-    return Estimate(mib=mib, source=source, quantile=0.0, detail="test", hard_floor_mib=floor)
+from tests.builders import est, mk
 
 
 def names(rungs: object) -> list[str]:

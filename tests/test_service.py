@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender.core import config
 from recommender.store.models import ExecutionRow, RecommendationRow
-from tests.conftest import Live
+from tests.harness.live import Live
 from tests.helpers import pool, record, request
 
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, inspect
 
 from recommender.core.catalog import Catalog
-from recommender.core.domain import Execution, HistoryFilter, Outcome, Request
+from recommender.core.domain import HistoryFilter, Outcome
+from recommender.core.ports import Store
 from recommender.core.usecases import UseCases
 from recommender.store import SqlStore, StoreUnavailable, connect, migrate
 from recommender.store.database import current_revision, downgrade
 from recommender.store.repository import decode_cursor
-
-T0 = datetime(2026, 11, 1, tzinfo=UTC)
+from tests.builders import T0, execution, req
 
 
 def test_migrations_upgrade_downgrade_upgrade(database_url: str) -> None:
@@ -47,13 +47,6 @@ def test_models_match_the_migrations(migrated_engine: object) -> None:
     assert diff == []
 
 
-def execution(eid: str, action: str = "act", peak: float = 3000.0,
-              outcome: Outcome = Outcome.SUCCEEDED, at: datetime = T0,
-              rec: str = "") -> Execution:
-    return Execution(eid, action, rec, "A100-40GB", "1g.10gb", 9856, 1, peak, 10.0, 60.0, 1.0,
-                     outcome, at, at - timedelta(minutes=1), {"batch": 8.0})
-
-
 def test_record_is_idempotent_and_round_trips(store: SqlStore) -> None:
     assert store.record_execution(execution("e1"), T0)
     assert not store.record_execution(execution("e1", peak=1), T0)
@@ -62,12 +55,12 @@ def test_record_is_idempotent_and_round_trips(store: SqlStore) -> None:
     assert got.ended_at == T0 and got.outcome is Outcome.SUCCEEDED
 
 
-def test_concurrent_duplicates_insert_once(store: SqlStore) -> None:
+def test_concurrent_duplicates_insert_once(any_store: Store) -> None:
     results: list[bool] = []
     lock = threading.Lock()
 
     def worker() -> None:
-        ok = store.record_execution(execution("same"), T0)
+        ok = any_store.record_execution(execution("same"), T0)
         with lock:
             results.append(ok)
 
@@ -79,60 +72,55 @@ def test_concurrent_duplicates_insert_once(store: SqlStore) -> None:
     assert sorted(results) == [False] * 7 + [True]
 
 
-def use_cases_at(store: SqlStore, when: datetime) -> UseCases:
+def use_cases_at(store: Store, when: datetime) -> UseCases:
     return UseCases(store, clock=lambda: when)
 
 
-def req(catalog: Catalog, action: str = "act") -> Request:
-    from tests.test_policy import mk
-
-    return Request(action, "", (mk(catalog),), declared_memory_mib=7500)
-
-
-def test_samples_include_ooms_known_only_from_next_after_oom(store: SqlStore,
+def test_samples_include_ooms_known_only_from_next_after_oom(any_store: Store,
                                                              catalog: Catalog) -> None:
-    use_cases = use_cases_at(store, T0)
+    use_cases = use_cases_at(any_store, T0)
     first = use_cases.recommend(req(catalog)).recommendation
     use_cases.next_after_oom(first.id, 9000)
-    samples = store.action_samples("act", 100)
+    samples = any_store.action_samples("act", 100)
     assert [(s.outcome, s.slice_mib, s.peak_mib) for s in samples] == [
         (Outcome.OOM, 9856, 9000)]
     # Once the runner records that execution, the OOM is not counted twice.
-    store.record_execution(execution("x", peak=9800, outcome=Outcome.OOM, rec=first.id), T0)
-    assert len(store.action_samples("act", 100)) == 1
+    any_store.record_execution(execution("x", peak=9800, outcome=Outcome.OOM, rec=first.id),
+                               T0)
+    assert len(any_store.action_samples("act", 100)) == 1
 
 
-def test_history_pages_are_stable_under_inserts(store: SqlStore, catalog: Catalog) -> None:
+def test_history_pages_are_stable_under_inserts(any_store: Store, catalog: Catalog) -> None:
     for i in range(7):
-        use_cases_at(store, T0 + timedelta(seconds=i)).recommend(req(catalog))
-    page1, token = store.list_history(HistoryFilter(), 3)
+        use_cases_at(any_store, T0 + timedelta(seconds=i)).recommend(req(catalog))
+    page1, token = any_store.list_history(HistoryFilter(), 3)
     # New rows arrive between pages: they are newer, so they don't shift later pages.
     for i in range(5):
-        use_cases_at(store, T0 + timedelta(hours=1, seconds=i)).recommend(req(catalog))
-    page2, token2 = store.list_history(HistoryFilter(), 3, token)
-    page3, token3 = store.list_history(HistoryFilter(), 3, token2)
+        use_cases_at(any_store, T0 + timedelta(hours=1, seconds=i)).recommend(req(catalog))
+    page2, token2 = any_store.list_history(HistoryFilter(), 3, token)
+    page3, token3 = any_store.list_history(HistoryFilter(), 3, token2)
     seen = [e.recommendation.created_at for e in page1 + page2 + page3]
     assert seen == [T0 + timedelta(seconds=s) for s in (6, 5, 4, 3, 2, 1, 0)]
     assert token3 == ""
 
 
-def test_history_filters(store: SqlStore, catalog: Catalog) -> None:
-    use_cases = use_cases_at(store, T0)
+def test_history_filters(any_store: Store, catalog: Catalog) -> None:
+    use_cases = use_cases_at(any_store, T0)
     a = use_cases.recommend(req(catalog, "a")).recommendation
     b = use_cases.recommend(req(catalog, "b")).recommendation
     use_cases.recommend(req(catalog, "c"))
-    store.record_execution(execution("ea", "a", rec=a.id), T0)
+    any_store.record_execution(execution("ea", "a", rec=a.id), T0)
     use_cases.next_after_oom(b.id, 0)
-    fitted, _ = store.list_history(HistoryFilter(outcome="fitted"), 10)
+    fitted, _ = any_store.list_history(HistoryFilter(outcome="fitted"), 10)
     assert [e.recommendation.action_id for e in fitted] == ["a"]
     assert fitted[0].outcome is Outcome.SUCCEEDED and fitted[0].peak_memory_mib == 3000
-    oom, _ = store.list_history(HistoryFilter(outcome="oom"), 10)
+    oom, _ = any_store.list_history(HistoryFilter(outcome="oom"), 10)
     assert [e.recommendation.id for e in oom] == [b.id]
-    unknown, _ = store.list_history(HistoryFilter(outcome="unknown"), 10)
+    unknown, _ = any_store.list_history(HistoryFilter(outcome="unknown"), 10)
     assert {e.recommendation.action_id for e in unknown} == {"b", "c"}  # b's rung, and c
-    only_c, _ = store.list_history(HistoryFilter(action_id="c"), 10)
+    only_c, _ = any_store.list_history(HistoryFilter(action_id="c"), 10)
     assert len(only_c) == 1
-    ladder, _ = store.list_history(HistoryFilter(source="ladder"), 10)
+    ladder, _ = any_store.list_history(HistoryFilter(source="ladder"), 10)
     assert [e.recommendation.parent_id for e in ladder] == [b.id]
 
 

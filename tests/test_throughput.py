@@ -17,7 +17,7 @@ from recommender.core.throughput import Population, ThroughputSample, fit_curve,
 from recommender.core.throughput_population import PopulationCache, memory_slices_by_size
 from recommender.core.usecases import UseCases
 from recommender.store import SqlStore
-from tests.test_policy import est, mk
+from tests.builders import est, mk
 
 PARVA = ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
 A100 = "A100-80GB"

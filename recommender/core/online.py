@@ -49,6 +49,16 @@ class Design:
     features: tuple[str, ...] = ()
     log_features: bool = False
     trend: bool = False
+    half_life: float = 0.0
+    """Rank half-life of its weights (executions); 0: ONLINE_HALF_LIFE_EXECUTIONS, or
+    ONLINE_HALF_LIFE_WITH_INPUTS for a design on the inputs."""
+
+    @property
+    def weight_half_life(self) -> float:
+        if self.half_life:
+            return self.half_life
+        return (config.ONLINE_HALF_LIFE_WITH_INPUTS if self.features
+                else config.ONLINE_HALF_LIFE_EXECUTIONS)
 
     @property
     def parameters(self) -> int:
@@ -107,12 +117,13 @@ class ActionModel:
         return None
 
 
-def _weights(samples: Sequence[Sample], now_s: float) -> FloatArray:
+def _weights(samples: Sequence[Sample], now_s: float, half_life_executions: float
+             ) -> FloatArray:
     ranks = np.arange(len(samples), dtype=np.float64)
     ages = np.maximum(now_s - np.fromiter((s.at_s for s in samples), np.float64, len(samples)),
                       0.0)
     return np.asarray(
-        0.5 ** (ranks / config.ONLINE_HALF_LIFE_EXECUTIONS)
+        0.5 ** (ranks / half_life_executions)
         * 0.5 ** (ages / config.HISTORY_HALF_LIFE.total_seconds()))
 
 
@@ -126,6 +137,9 @@ def _value(s: Sample) -> float:
 
 def _designs(feature_names: Sequence[str], n: int) -> list[Design]:
     designs = [Design("decayed history", log_space=True)]
+    if n >= config.ONLINE_MIN_RECENT_SAMPLES:
+        designs.append(Design("the last few executions", log_space=True,
+                              half_life=config.ONLINE_RECENT_HALF_LIFE))
     if n >= config.ONLINE_MIN_TREND_SAMPLES:
         designs.append(Design("trend in recent executions", log_space=True, trend=True))
     if feature_names and n >= len(feature_names) + config.ONLINE_MIN_SPARE_SAMPLES:
@@ -188,9 +202,14 @@ def fit_action(samples: Sequence[Sample], now_s: float, feature_names: Sequence[
     if not informative:
         return None
     y = np.fromiter((_value(s) for s in informative), np.float64, len(informative))
-    w = _weights(informative, now_s)
-    fits = [f for d in _designs(feature_names, len(informative))
-            if (f := _fit(d, informative, y, w, prior_log_scale)) is not None]
+    weights: dict[float, FloatArray] = {}
+    fits = []
+    for d in _designs(feature_names, len(informative)):
+        hl = d.weight_half_life
+        if hl not in weights:
+            weights[hl] = _weights(informative, now_s, hl)
+        if (f := _fit(d, informative, y, weights[hl], prior_log_scale)) is not None:
+            fits.append(f)
     if not fits:
         return None
     fits.sort(key=lambda f: f.loss)

@@ -217,8 +217,8 @@ class _Choice:
 
 
 def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | None,
-                curve: ThroughputCurve, sm_hungry: bool, memo: Memo
-                ) -> tuple[_Choice | None, str]:
+                curve: ThroughputCurve, sm_hungry: bool, memo: Memo,
+                pool_needs: dict[str, float] | None = None) -> tuple[_Choice | None, str]:
     """The fitting (pool, profile, count) with fewest GPU slices that meets the target.
 
     Cost is compute slices x count, then memory x count. When no option meets the target
@@ -230,8 +230,9 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
     meeting: list[tuple[tuple[int, int, int], _Choice]] = []
     reachable: list[tuple[tuple[float, int, int], _Choice]] = []
     for index, pool in pools:
+        pool_need = (pool_needs or {}).get(pool.pool_id, need) if need is not None else None
         for profile in candidate_profiles(pool, more_compute_first=sm_hungry):
-            if need is not None and profile.memory_mib < need:
+            if pool_need is not None and profile.memory_mib < pool_need:
                 continue
             model, slices = pool.gpu_model.id, profile.compute_slices
             needed = curve.count_for(model, slices, target)
@@ -293,6 +294,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     reasons: dict[str, str] = {}
     need = estimate.mib if estimate else None
     predictive = estimate.predictive if estimate else None
+    pool_needs: dict[str, float] = {}
     for index, pool in pools:
         profiles = candidate_profiles(pool, more_compute_first=sm_hungry)
         why = "no profile"
@@ -300,6 +302,8 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
             pool_need, costs = by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
+            if pool_need is not None:
+                pool_needs[pool.pool_id] = pool_need
         for profile in profiles if pool_need is not None else []:
             assert pool_need is not None
             if profile.memory_mib < pool_need:
@@ -348,10 +352,11 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         if curve is None:
             notes.append("no throughput measured for this action yet: count = workers")
         else:
-            # Slices must still hold the memory: the target search starts from the same need.
+            # Slices must still hold the memory: the target search starts from the same need
+            # (per pool, the size of least expected cost when the need is a distribution).
             target_need = need if fitting else None
             choice, shortfall = _for_target(request, pools, target_need, curve, sm_hungry,
-                                            memo)
+                                            memo, pool_needs)
             if choice is not None:
                 chosen, count, throughput = choice.option, choice.count, choice.throughput
                 notes = [] if fitting else notes  # keep "the estimate exceeds every slice"

@@ -1,0 +1,63 @@
+"""What the per-action online models cost on the hot path (issue 11): fitting an action's
+designs once its history changed, and a Recommend's estimate once it is fitted.
+
+Prints a table: median microseconds per call over the repetitions, for histories of 10 to 500
+executions, with and without request features (the designs on the inputs only exist with them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+
+from recommender.core.domain import Outcome, Sample
+from recommender.core.estimation import Evidence, default_estimator
+from recommender.core.online import ActionModels, common_features, fit_action
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def _history(n: int, features: bool, seed: int = 0) -> list[Sample]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        batch = float(2 ** rng.randint(0, 6))
+        peak = (2000 + 120 * batch) * math.exp(rng.gauss(0, 0.05))
+        out.append(Sample(NOW - timedelta(minutes=10 * (i + 1)), peak, 40960, Outcome.SUCCEEDED,
+                          execution_id=f"x{i}",
+                          features={"batch_size": batch, "input_mb": 10.0} if features else {}))
+    return out
+
+
+def _median_us(fn: object, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def run(args: argparse.Namespace) -> None:
+    reps = max(5, min(args.reps, 200))
+    print("| history | features | fit the designs (once per change), µs | "
+          "estimate when fitted (each Recommend), µs |")
+    print("|---|---|---|---|")
+    for n in (10, 50, 200, 500):
+        for features in (False, True):
+            samples = _history(n, features)
+            names = common_features(samples)
+            fit = _median_us(lambda s=samples, f=names: fit_action(s, NOW.timestamp(), f, 0.2),
+                             reps)
+            models = ActionModels()
+            estimator = default_estimator(models=models)
+            evidence = Evidence(NOW, samples, action_id="a",
+                                features={"batch_size": 8.0, "input_mb": 10.0} if features
+                                else {})
+            estimator.estimate(evidence)  # fitted once
+            hot = _median_us(lambda e=evidence, est=estimator: est.estimate(e), reps * 5)
+            print(f"| {n} | {'yes' if features else 'no'} | {fit:,.0f} | {hot:,.1f} |")
