@@ -6,7 +6,6 @@ threads do not compete with it for one interpreter lock; both still share the ma
 
 from __future__ import annotations
 
-import logging
 import multiprocessing as mp
 import os
 import statistics
@@ -167,12 +166,12 @@ _CACHES: list[Any] = []
 
 def _child(database_url: str, conn: Connection) -> None:
     """Child process: serve until told to stop (or SERVER_LIFETIME_S), answer CPU-time asks."""
-    # As `recommender serve` does: access lines at INFO, here written to /dev/null, so the
-    # cost of formatting them is part of what is measured.
+    # As `recommender serve` does: access lines at INFO as JSON objects, here written to
+    # /dev/null, so the cost of formatting them is part of what is measured.
+    from recommender.cli.logs import setup_logging
+
     sink = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
-    logging.basicConfig(level=logging.INFO, stream=sink,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    setup_logging("info", "json", stream=sink)
     running = build_server(database_url)
     from recommender.rpc.server import freeze_startup_heap
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -41,3 +43,9 @@ def record(execution: str, action: str = "act", *, model: str = "A100-40GB",
     if ended is not None:
         m.ended_at.CopyFrom(ts(ended))
     return m
+
+
+def access_lines(log: str) -> list[dict[str, Any]]:
+    """The access records in a server's log, which `serve` writes one JSON object a line."""
+    lines = (json.loads(x) for x in log.splitlines() if x.startswith("{"))
+    return [x for x in lines if x.get("logger") == "recommender.access"]

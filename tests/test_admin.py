@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.cli import main as cli_main
+from recommender.cli.logs import fields
 from recommender.core.catalog import Catalog, load_catalog
 from recommender.core.usecases import UseCases
 from recommender.rpc.auth import AdminTokenInterceptor, AuthConfigError, resolve_admin_token
@@ -284,8 +285,7 @@ def test_admin_calls_without_the_right_token_are_unauthenticated(
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, method
         assert "authorization" in (err.value.details() or "")
     assert TOKEN not in caplog.text
-    refused = [json.loads(r.getMessage()) for r in caplog.records
-               if r.name == "recommender.access"]
+    refused = [fields(r) for r in caplog.records if r.name == "recommender.access"]
     assert [r["method"] for r in refused] == [m for m, _ in ADMIN_CALLS]
     assert {r["code"] for r in refused} == {"UNAUTHENTICATED"}
 

@@ -79,7 +79,8 @@ def test_check_refuses_a_bad_override_with_the_servers_message(
     path = tmp_path / "o.json"
     path.write_text(content)
     checked = run("catalog", "check", str(path), cwd=tmp_path)
-    served = run("serve", "--port", "0", "--catalog-override", str(path), cwd=tmp_path)
+    served = run("serve", "--log-format", "text", "--port", "0", "--catalog-override", str(path),
+                 cwd=tmp_path)  # the same words; by default serve says them in a JSON object
     assert (checked.returncode, served.returncode) == (2, 2)
     assert checked.stderr == served.stderr
     assert checked.stderr.startswith(f"catalog error: {path}")

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from tests.harness.process import run_cli as run
 from tests.harness.process import serve_in_child as start_server
-from tests.helpers import record, request
+from tests.helpers import access_lines, record, request
 
 
 def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> None:
@@ -31,12 +37,17 @@ def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> 
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    # One structured line per call, and no request bodies in the log.
-    lines = [json.loads(x.split("recommender.access ", 1)[1])
-             for x in err.splitlines() if "recommender.access" in x]
+    # One JSON object a line, start-up and shutdown included; a call's method, status, time
+    # and ids are fields of it (not JSON inside its message); no request bodies.
+    records = [json.loads(x) for x in err.splitlines()]
+    assert all({"time", "level", "logger", "message"} <= r.keys() for r in records)
+    assert any("migrated" in r["message"] for r in records)
+    assert records[-1]["message"] == "stopped"
+    lines = access_lines(err)
     assert [x["method"] for x in lines] == ["Recommend", "RecordExecution"]
     assert all(x["code"] == "OK" and x["ms"] >= 0 for x in lines)
-    assert "stopped" in err
+    assert lines[0]["action_id"] == "cli" and lines[1]["execution_id"] == "cli-1"
+    assert "declared" not in err
 
     # The history command reads what the server wrote.
     out = run("history", "--json", cwd=tmp_path)
@@ -45,6 +56,21 @@ def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> 
     assert [(r["action_id"], r["profile"], r["count"]) for r in rows] == [("cli", "1g.10gb", 2)]
     table = run("history", cwd=tmp_path)
     assert "1g.10gb" in table.stdout and "ACTION_ID" in table.stdout
+
+
+def test_text_logs_for_people_at_a_terminal(tmp_path: Path) -> None:
+    proc, port = start_server(tmp_path, "--log-format", "text", "--metrics-port", "-1")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            pb_grpc.RecommenderStub(ch).Recommend(request("people", declared=7500))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert not any(x.startswith("{") for x in err.splitlines())
+    access = [x for x in err.splitlines() if " recommender.access " in x]
+    assert len(access) == 1
+    assert re.search(r" INFO recommender\.access Recommend OK method=Recommend code=OK "
+                     r"ms=[\d.]+ action_id=people", access[0]), access[0]
 
 
 def test_environment_configures_port_and_database(tmp_path: Path) -> None:
@@ -102,3 +128,163 @@ def test_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
         assert out.returncode == 3, out.stderr
         assert "database unavailable" in out.stderr and "Traceback" not in out.stderr
         assert ":pw@" not in out.stderr
+
+
+# --- configuration errors: a message naming the option, exit status 2, nothing touched --------
+
+
+def script(*args: str, cwd: Path, env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    """The installed console script itself, as an operator types it."""
+    exe = Path(sys.executable).with_name("recommender")
+    return subprocess.run([str(exe), *args], cwd=cwd, text=True, capture_output=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """main() in this process (fast): the exit status, stdout and stderr."""
+    from recommender.cli.main import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as e:  # argparse's errors
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    out = script("--version", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"recommender {version('intelliscale-recommender')}"
+
+
+@pytest.mark.parametrize(("argv", "env", "named"), [
+    (["serve", "--port", "70000"], {}, "--port"),  # gRPC would serve on 70000 - 65536 = 4464
+    (["serve", "--port", "-1"], {}, "--port"),
+    (["serve"], {"RECOMMENDER_PORT": "abc"}, "RECOMMENDER_PORT"),
+    (["serve"], {"RECOMMENDER_METRICS_PORT": "abc"}, "RECOMMENDER_METRICS_PORT"),
+    (["serve", "--metrics-port", "-2"], {}, "--metrics-port"),
+    (["--log-level", "bogus", "history"], {}, "--log-level"),
+    (["history", "--log-level", "bogus"], {}, "--log-level"),
+    (["migrate"], {"RECOMMENDER_LOG_LEVEL": "bogus"}, "RECOMMENDER_LOG_LEVEL"),
+    (["serve", "--log-format", "xml"], {}, "--log-format"),
+    (["serve"], {"RECOMMENDER_LOG_FORMAT": "xml"}, "RECOMMENDER_LOG_FORMAT"),
+    (["retrain", "--quantile", "5"], {}, "--quantile"),
+    (["retrain", "--quantile", "0"], {}, "--quantile"),
+    (["retrain", "--quantile", "1"], {}, "--quantile"),
+    (["report", "--limit", "0"], {}, "--limit"),
+])
+def test_bad_values_are_refused_naming_the_option(
+        argv: list[str], env: dict[str, str], named: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from recommender.cli.main import build_parser
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as refused:  # while parsing: before any command runs
+        build_parser().parse_args(argv)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+
+
+def test_log_options_go_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from recommender.cli.main import build_parser
+
+    monkeypatch.delenv("RECOMMENDER_LOG_LEVEL", raising=False)
+    monkeypatch.delenv("RECOMMENDER_LOG_FORMAT", raising=False)
+    parse = build_parser().parse_args
+    assert parse(["serve", "--log-level", "debug"]).log_level == "debug"
+    assert parse(["--log-level", "DEBUG", "serve"]).log_level == "debug"
+    assert parse(["--log-level", "debug", "serve", "--log-level", "error"]).log_level == "error"
+    assert parse(["serve"]).log_level == "info"
+    assert parse(["serve"]).log_format is None  # json for serve, text for the others
+    assert parse(["history", "--log-format", "json"]).log_format == "json"
+    monkeypatch.setenv("RECOMMENDER_LOG_FORMAT", "text")
+    assert build_parser().parse_args(["serve"]).log_format == "text"
+
+
+def test_a_bad_environment_breaks_neither_help_nor_other_commands(tmp_path: Path) -> None:
+    env = {"RECOMMENDER_METRICS_PORT": "abc", "RECOMMENDER_PORT": "abc"}
+    for args in (("--help",), ("serve", "--help")):
+        out = script(*args, cwd=tmp_path, env=env)
+        assert out.returncode == 0 and "usage: recommender" in out.stdout, out.stderr
+    out = script("serve", cwd=tmp_path, env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "RECOMMENDER_PORT" in out.stderr
+    out = script("serve", "--port", "70000", cwd=tmp_path)
+    assert out.returncode == 2 and "'70000'" in out.stderr and "Traceback" not in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_port_in_use_is_refused_before_the_database_is_touched(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = script("serve", "--port", str(port), "--metrics-port", "-1", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert f"--port {port}" in out.stderr and "already in use" in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [], "nothing migrated"
+
+
+@pytest.mark.parametrize("url", ["notaurl", "foo://", "postgresql//user:secret@db/x",
+                                 "mysql://user:secret@db/x"])
+def test_database_url_mistakes_are_messages(url: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    for command in ("migrate", "history", "report"):
+        code, _, err = in_process(capsys, command, "--database-url", url)
+        assert code == 2, err
+        assert "--database-url" in err and "Traceback" not in err
+        assert "secret" not in err
+    monkeypatch.setenv("RECOMMENDER_DATABASE_URL", url)
+    code, _, err = in_process(capsys, "serve", "--port", "0", "--metrics-port", "-1")
+    assert code == 2 and "RECOMMENDER_DATABASE_URL" in err and "secret" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_only_commands_never_create_a_database(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from recommender.store import connect, migrate
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECOMMENDER_DATABASE_URL", raising=False)
+    readers = (["history"], ["report"], ["layout", "--gpu-model", "A100-40GB", "--gpus", "1"])
+    for command in readers:
+        code, _, err = in_process(capsys, *command)
+        assert code == 2, err
+        assert "recommender.db does not exist" in err and "recommender migrate" in err
+    assert list(tmp_path.iterdir()) == [], "no empty recommender.db left behind"
+
+    (tmp_path / "recommender.db").touch()  # an empty SQLite database: no tables
+    for command in readers:
+        code, _, err = in_process(capsys, *command)
+        assert code == 2 and "is not migrated" in err and "no such table" not in err
+    assert [p.name for p in tmp_path.iterdir()] == ["recommender.db"]
+
+    engine = connect("sqlite:///recommender.db")
+    migrate(engine, "0003")
+    code, _, err = in_process(capsys, "history")
+    assert code == 2 and "lacks migrations 0004" in err and "recommender migrate" in err
+    migrate(engine)
+    engine.dispose()
+    code, out, err = in_process(capsys, "history")
+    assert code == 0, err
+    assert "no recommendations match" in out
+
+
+def test_report_to_a_missing_folder_is_a_message(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope" / "r.html"
+    code, _, err = in_process(capsys, "report", "--out", str(missing), "--database-url",
+                              f"sqlite:///{tmp_path / 'never.db'}")
+    assert code == 2
+    assert f"--out {missing}" in err and "does not exist" in err and "Traceback" not in err
+    assert not (tmp_path / "never.db").exists(), "checked before the database is read"

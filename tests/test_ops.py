@@ -166,7 +166,7 @@ def test_database_password_never_reaches_the_log(postgres_url: str, tmp_path: Pa
         cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    port = int(re.search(r":(\d+)", line).group(1))  # type: ignore[union-attr]
+    port = int(re.search(r"listening on .*:(\d+)", line).group(1))  # type: ignore[union-attr]
     with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
         pb_grpc.RecommenderStub(ch).Recommend(request("secret", declared=1000), timeout=10)
     proc.send_signal(signal.SIGTERM)

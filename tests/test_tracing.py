@@ -5,7 +5,6 @@ with no endpoint set, nothing of OpenTelemetry is even imported."""
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import signal
@@ -27,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as otl
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
-from tests.helpers import record, request
+from tests.helpers import access_lines, record, request
 
 TRACEPARENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT_SPAN = "00f067aa0ba902b7"
@@ -211,7 +210,7 @@ def check_spans(spans: list[tuple[dict[str, Any], trace_pb2.Span]], log: str) ->
     assert attributes(recorded)["recommender.execution_id"] == "exec-t1"
     assert not recorded.parent_span_id
     # Each access line names its span's trace.
-    lines = [json.loads(m) for m in re.findall(r"recommender\.access (\{.*\})", log)]
+    lines = access_lines(log)
     traced = {line["trace_id"]: line for line in lines if "trace_id" in line}
     assert traced[TRACEPARENT_TRACE]["method"] == "Recommend"
     assert traced[recorded.trace_id.hex()]["method"] == "RecordExecution"
@@ -268,5 +267,5 @@ def test_access_line_has_no_trace_id_when_off(serve: Any) -> None:
         pb_grpc.RecommenderStub(channel).Recommend(request("untraced", declared=1000),
                                                    timeout=10)
     log = served.stop()
-    lines = [json.loads(m) for m in re.findall(r"recommender\.access (\{.*\})", log)]
+    lines = access_lines(log)
     assert lines and all("trace_id" not in line for line in lines)

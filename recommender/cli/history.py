@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from recommender.cli.options import database_url
+from recommender.cli.options import open_existing
 
 if TYPE_CHECKING:
     from recommender.core.domain import HistoryEntry
@@ -99,13 +99,13 @@ def _history_table(rows: Sequence[dict[str, Any]], colour: bool) -> str:
 def cmd_history(args: argparse.Namespace) -> int:
     from recommender.core.catalog import load_catalog
     from recommender.core.domain import HistoryFilter
-    from recommender.store import SqlStore, connect
+    from recommender.store import SqlStore
 
     gpu_model = args.gpu_model or ""
     if gpu_model:  # an NVML name or a short one, as ListRecommendations resolves them
         model = load_catalog(os.environ.get("RECOMMENDER_CATALOG_OVERRIDE")).resolve(gpu_model)
         gpu_model = model.id if model else gpu_model
-    store = SqlStore(connect(database_url(args)))
+    store = SqlStore(open_existing(args))
     f = HistoryFilter(action_id=args.action or "", pool_id=args.pool or "", gpu_model=gpu_model,
                       source=args.source or "", outcome=args.outcome or "",
                       created_after=args.since, created_before=args.until)

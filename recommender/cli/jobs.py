@@ -13,16 +13,16 @@ if TYPE_CHECKING:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
+    from recommender.cli.progress import Progress
     from recommender.core.catalog import load_catalog
-    from recommender.learning.retrain import Progress, retrain
+    from recommender.learning.retrain import retrain
     from recommender.store import SqlStore, connect, migrate
 
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
     engine = connect(database_url(args), timeout_s=None)
     migrate(engine)
-    progress = Progress(not args.quiet)
-    result = retrain(SqlStore(engine), catalog, quantile=args.quantile, progress=progress)
-    progress.done()
+    with Progress(not args.quiet) as progress:
+        result = retrain(SqlStore(engine), catalog, quantile=args.quantile, progress=progress)
     if not result.version:
         print(f"no new version: {result.reason}")
         return 0

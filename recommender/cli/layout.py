@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recommender.core import config
@@ -59,9 +58,10 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from recommender.cli.options import open_existing, writable_file
     from recommender.core.catalog import load_catalog
     from recommender.core.layout import advise_recorded
-    from recommender.store import SqlStore, connect
+    from recommender.store import SqlStore
 
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
     model = catalog.resolve(args.gpu_model)
@@ -77,9 +77,8 @@ def run(args: argparse.Namespace) -> int:
     since = args.since or until - config.LAYOUT_WINDOW
     if since >= until:
         return _fail("--since: must be before --until")
-    url = str(args.database_url or os.environ.get("RECOMMENDER_DATABASE_URL")
-              or config.DEFAULT_DATABASE_URL)
-    store = SqlStore(connect(url))
+    out = writable_file(args.out, "--out") if args.out != "-" else None
+    store = SqlStore(open_existing(args))  # it only reads: it never creates a database
     try:
         result = advise_recorded(store, model, args.gpus, since, until, args.pool)
     finally:
@@ -90,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(text, end="")
         return 0
-    out = Path(args.out)
+    assert out is not None
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -12,7 +13,19 @@ from recommender.cli import catalog, layout
 from recommender.cli.evaluate import cmd_evaluate
 from recommender.cli.history import cmd_history
 from recommender.cli.jobs import cmd_migrate, cmd_retrain
-from recommender.cli.options import HISTORY_MAX, history_limit, rpc_threads, setup_logging, when
+from recommender.cli.logs import LEVELS, announce, log_format, log_level, setup_logging
+from recommender.cli.options import (
+    HISTORY_MAX,
+    ConfigError,
+    history_limit,
+    metrics_port,
+    non_negative,
+    port,
+    positive,
+    quantile,
+    rpc_threads,
+    when,
+)
 from recommender.cli.report import cmd_report
 from recommender.cli.serve import cmd_serve
 from recommender.core import config
@@ -21,11 +34,40 @@ if TYPE_CHECKING:
     pass
 
 
+log = logging.getLogger("recommender")
+
+def version() -> str:
+    """The installed distribution's version (what `pip show intelliscale-recommender` says)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("intelliscale-recommender")
+    except PackageNotFoundError:
+        return "unknown (not installed: run it from `pip install .`)"
+
+
+def _logging_options(p: argparse.ArgumentParser, *, after_command: bool) -> None:
+    # After the command (`recommender serve --log-level debug`) the defaults are SUPPRESS:
+    # a subcommand that does not repeat an option must not reset what came before it.
+    def default(env: str, fallback: str | None) -> str | None:
+        return argparse.SUPPRESS if after_command else os.environ.get(env) or fallback
+
+    p.add_argument("--log-level", type=log_level, metavar="LEVEL",
+                   default=default("RECOMMENDER_LOG_LEVEL", "info"),
+                   help=f"{', '.join(LEVELS)} (env RECOMMENDER_LOG_LEVEL; default info)")
+    p.add_argument("--log-format", type=log_format, metavar="FORMAT",
+                   default=default("RECOMMENDER_LOG_FORMAT", None),
+                   help="json (one object a line) or text (env RECOMMENDER_LOG_FORMAT; default "
+                   "json for serve, text for the other commands)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recommender",
         description="IntelliScale recommender: MIG slices (profile, count) for GPU workloads.")
-    parser.add_argument("--log-level", default=os.environ.get("RECOMMENDER_LOG_LEVEL", "info"))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    _logging_options(parser, after_command=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_db(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -35,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     serve = with_db(sub.add_parser("serve", help="serve gRPC (migrates the database first)"))
-    serve.add_argument("--port", type=int, default=None,
+    serve.add_argument("--port", type=port, default=os.environ.get("RECOMMENDER_PORT") or None,
                        help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
     serve.add_argument("--host", default="[::]")
     serve.add_argument("--rpc-threads", type=rpc_threads, metavar="N",
@@ -50,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-client-ca", default=os.environ.get("RECOMMENDER_TLS_CLIENT_CA"),
                        help="PEM CA bundle: clients must present a certificate it signed "
                        "(mutual TLS; env RECOMMENDER_TLS_CLIENT_CA)")
-    serve.add_argument("--metrics-port", type=int,
-                       default=int(os.environ.get("RECOMMENDER_METRICS_PORT",
-                                                  config.DEFAULT_METRICS_PORT)),
+    serve.add_argument("--metrics-port", type=metrics_port,
+                       default=os.environ.get("RECOMMENDER_METRICS_PORT")
+                       or config.DEFAULT_METRICS_PORT,
                        help=f"Prometheus /metrics port (env RECOMMENDER_METRICS_PORT; default "
                        f"{config.DEFAULT_METRICS_PORT}; 0 = any free port, -1 = off)")
     serve.add_argument("--metrics-host", default="0.0.0.0")
@@ -104,17 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
         "and GPU model, model versions; overall and per action."))
     rep.add_argument("--out", default="report.html", help="the file to write (report.html)")
     rep.add_argument("--action", default=None, help="only this action_id")
-    rep.add_argument("--limit", type=int, default=50_000,
+    rep.add_argument("--limit", type=positive, default=50_000,
                      help="at most this many recent recommendations are read (50,000)")
-    rep.add_argument("--top", type=int, default=20,
+    rep.add_argument("--top", type=non_negative, default=20,
                      help="per-action sections for the N busiest actions (20)")
     rep.set_defaults(fn=cmd_report)
 
     ret = with_db(sub.add_parser(
         "retrain", help="fit a memory model from recorded executions; promote it only if it "
         "beats the serving version on the most recent executions (run it as a CronJob)"))
-    ret.add_argument("--quantile", type=float, default=config.MODEL_QUANTILE,
-                     help=f"quantile of per-worker peak memory to cover "
+    ret.add_argument("--quantile", type=quantile, default=config.MODEL_QUANTILE,
+                     help=f"quantile of per-worker peak memory to cover, in (0, 1) "
                      f"({config.MODEL_QUANTILE})")
     ret.add_argument("--catalog-override", default=None)
     ret.add_argument("--quiet", action="store_true", help="no progress output")
@@ -127,42 +169,51 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--trace", choices=["gentd26", "synthetic", "step", "all"], default="all")
     ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
                                                            "../shared/traces"))
-    ev.add_argument("--max-actions", type=int, default=0,
+    ev.add_argument("--max-actions", type=non_negative, default=0,
                     help="GenTD26: first N pods only; synthetic: number of actions (40)")
-    ev.add_argument("--executions", type=int, default=6000, help="synthetic executions")
-    ev.add_argument("--retrain-every", type=int, default=1000,
+    ev.add_argument("--executions", type=positive, default=6000, help="synthetic executions")
+    ev.add_argument("--retrain-every", type=non_negative, default=1000,
                     help="synthetic: run the retraining job every N executions")
     ev.add_argument("--catalog-override", default=None)
     ev.add_argument("--verbose", action="store_true", help="print each retraining result")
+    ev.add_argument("--quiet", action="store_true", help="no progress output")
     ev.set_defaults(fn=cmd_evaluate)
 
     catalog.add_parser(sub)
     layout.add_parser(sub)
+    for command in sub.choices.values():  # `recommender serve --log-level debug` too
+        _logging_options(command, after_command=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
+    # Logs are for machines where the service runs (a container's collector), for people
+    # where the other commands do.
+    setup_logging(args.log_level, args.log_format or ("json" if args.command == "serve"
+                                                      else "text"))
     from recommender.core.catalog import CatalogError
     from recommender.core.domain import StoreUnavailable
     from recommender.rpc.auth import AuthConfigError
     from recommender.rpc.server import TlsConfigError
 
+    def refuse(message: str, status: int) -> int:
+        """One line on stderr (a JSON object when the log is JSON), and the exit status."""
+        announce(log, message, level=logging.ERROR, stream=sys.stderr, exit_status=status)
+        return status
+
     try:
         return int(args.fn(args))
+    except ConfigError as e:
+        return refuse(f"recommender {args.command}: {e}", 2)
     except CatalogError as e:
-        print(f"catalog error: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"catalog error: {e}", 2)
     except AuthConfigError as e:
-        print(f"admin token: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"admin token: {e}", 2)
     except TlsConfigError as e:
-        print(f"TLS: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"TLS: {e}", 2)
     except StoreUnavailable as e:
-        print(f"database unavailable: {e}", file=sys.stderr)
-        return 3
+        return refuse(f"database unavailable: {e}", 3)
 
 
 if __name__ == "__main__":

@@ -1,34 +1,154 @@
-"""Option values the commands share: the database URL, times, limits, logging."""
+"""Option values the commands share, checked where they are read: the database URL, ports,
+times, limits. A bad value is a message naming the option, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import math
 import os
 import re
-import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recommender.core import config
 
 if TYPE_CHECKING:
-    pass
+    from sqlalchemy import Engine
+
+
+class ConfigError(ValueError):
+    """A setting the command cannot work with; main() prints it (no traceback) and exits 2.
+    The message names the option or environment variable that set it."""
 
 
 def database_url(args: argparse.Namespace) -> str:
-    return str(args.database_url or os.environ.get("RECOMMENDER_DATABASE_URL")
-               or config.DEFAULT_DATABASE_URL)
+    """The database URL from --database-url, RECOMMENDER_DATABASE_URL or the default, checked
+    before anything connects: a URL SQLAlchemy cannot parse, a dialect it does not know or a
+    driver that is not installed is a ConfigError naming where the URL came from."""
+    if args.database_url:
+        url, where = str(args.database_url), "--database-url"
+    elif os.environ.get("RECOMMENDER_DATABASE_URL"):
+        url, where = os.environ["RECOMMENDER_DATABASE_URL"], "RECOMMENDER_DATABASE_URL"
+    else:
+        return config.DEFAULT_DATABASE_URL
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    example = "e.g. sqlite:///recommender.db or postgresql+psycopg://user@host:5432/recommender"
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(f"{where}: {_masked(url)!r} is not a database URL ({example})"
+                          ) from None
+    try:
+        parsed.get_dialect().import_dbapi()
+    except NoSuchModuleError:
+        raise ConfigError(f"{where}: unknown database {parsed.drivername!r} in "
+                          f"{redacted(url)!r} ({example})") from None
+    except ImportError as e:
+        raise ConfigError(f"{where}: the driver for {parsed.drivername!r} is not installed "
+                          f"({e.name or e})") from None
+    return url
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    # Alembic narrates every plugin at INFO; only its warnings concern an operator.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+def _masked(text: str) -> str:
+    """`text` with anything that looks like a password (`:secret@`) hidden."""
+    return re.sub(r"(?<=:)[^:@/]+(?=@)", "***", text)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory SQLite)."""
+    from sqlalchemy import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def open_existing(args: argparse.Namespace) -> Engine:
+    """An engine on a database that exists and is migrated, for the commands that only read
+    (history, report): they must not leave an empty SQLite file behind in whatever folder
+    they ran in, nor answer `no such table`."""
+    from recommender.store import connect
+    from recommender.store.database import current_revision, pending_migrations
+
+    url = database_url(args)
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        raise ConfigError(
+            f"database {path} does not exist (--database-url, RECOMMENDER_DATABASE_URL; "
+            f"`recommender serve` or `recommender migrate` creates it)")
+    engine = connect(url)
+    if current_revision(engine) is None:
+        engine.dispose()
+        raise ConfigError(f"database {redacted(url)} is not migrated: it has no recommender "
+                          "tables (`recommender migrate` creates them)")
+    pending = pending_migrations(engine)
+    if pending:
+        engine.dispose()
+        raise ConfigError(f"database {redacted(url)} lacks migrations {', '.join(pending[::-1])}"
+                          ": run `recommender migrate`")
+    return engine
+
+
+def port(value: str) -> int:
+    """--port / RECOMMENDER_PORT: 0 (any free port) to 65535. gRPC would take 70000 modulo
+    65536 and serve on 4464 without a word."""
+    return _whole(value, 0, 65535, "--port, RECOMMENDER_PORT; 0 = any free port")
+
+
+def metrics_port(value: str) -> int:
+    """--metrics-port / RECOMMENDER_METRICS_PORT: -1 (off), 0 (any free port) to 65535."""
+    return _whole(value, -1, 65535,
+                  "--metrics-port, RECOMMENDER_METRICS_PORT; 0 = any free port, -1 = off")
+
+
+def positive(value: str) -> int:
+    return _whole(value, 1, 10**12, "")
+
+
+def non_negative(value: str) -> int:
+    return _whole(value, 0, 10**12, "")
+
+
+def _whole(value: str, low: int, high: int, where: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = low - 1
+    if not low <= n <= high:
+        span = f"from {low:,} to {high:,}" if high < 10**12 else f"of at least {low}"
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: a whole number {span}" + (f" ({where})" if where else ""))
+    return n
+
+
+def quantile(value: str) -> float:
+    """--quantile: strictly between 0 and 1 (0.98 covers 98 % of peaks)."""
+    try:
+        q = float(value)
+    except ValueError:
+        q = math.nan
+    if not 0.0 < q < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: a fraction strictly between 0 and 1, e.g. {config.MODEL_QUANTILE}")
+    return q
+
+
+def writable_file(path: str, option: str) -> Path:
+    """A file the command will write: its folder must exist and be writable, checked before
+    the work that produces it (reading the history, rendering charts)."""
+    out = Path(path)
+    folder = out.parent
+    if out.is_dir():
+        raise ConfigError(f"{option} {path}: is a directory")
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{option} {path}: folder {folder} is not writable")
+    return out
 
 
 def redacted(url: str) -> str:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
-import sys
+import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from recommender.cli.options import database_url, redacted
+from recommender.cli.logs import announce
+from recommender.cli.options import ConfigError, database_url, redacted
 from recommender.core import config
 
 if TYPE_CHECKING:
     from recommender.core.cache import ActionCache
     from recommender.learning.serving import ModelHolder
+
+log = logging.getLogger(__name__)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -36,20 +40,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recommender.store import SqlStore, connect, migrate
     from recommender.store.listener import ActionListener
 
+    # Every setting is checked before the database is touched: a wrong one must not leave a
+    # migrated database behind, nor fail after a slow migration.
     catalog = load_catalog(args.catalog_override or os.environ.get("RECOMMENDER_CATALOG_OVERRIDE"))
     admin_token = resolve_admin_token(args.admin_token, args.admin_token_file)
     try:
         tracing.configure()  # on when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set
     except tracing.TracingConfigError as e:
-        print(f"tracing: {e}", file=sys.stderr)
-        return 2
+        raise ConfigError(f"tracing: {e}") from None
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise TlsConfigError("--tls-cert and --tls-key go together")
+        tls = Tls.from_files(args.tls_cert, args.tls_key, args.tls_client_ca)
+    elif args.tls_client_ca:
+        raise TlsConfigError("--tls-client-ca needs --tls-cert and --tls-key")
+    port = args.port if args.port is not None else config.DEFAULT_PORT
+    check_bindable(args.host, port)
     url = database_url(args)
     engine = connect(url)
     migrate(engine)
-    logging.getLogger(__name__).info(
-        "database %s migrated; catalog has %d GPU models", redacted(url), len(catalog))
-    port = args.port if args.port is not None else int(
-        os.environ.get("RECOMMENDER_PORT", config.DEFAULT_PORT))
+    log.info("database %s migrated; catalog has %d GPU models", redacted(url), len(catalog))
     stop = shutdown_on_signals()
     store = SqlStore(engine)
     learned = ModelHolder(store)
@@ -61,21 +72,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cache.enabled = False
         listener = ActionListener(engine, cache, origin=store.origin)
         listener.start()
-    tls = None
-    if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key):
-            raise TlsConfigError("--tls-cert and --tls-key go together")
-        tls = Tls.from_files(args.tls_cert, args.tls_key, args.tls_client_ca)
-    elif args.tls_client_ca:
-        raise TlsConfigError("--tls-client-ca needs --tls-cert and --tls-key")
     if args.metrics_port >= 0:
         _collect_metrics(learned, cache)
         serve_metrics(args.metrics_host, args.metrics_port)
     freeze_startup_heap()
-    running = start(UseCases(store, catalog=catalog, learned=learned.current, cache=cache),
-                    catalog, host=args.host, port=port, admin_token=admin_token, tls=tls,
-                    max_workers=args.rpc_threads or config.RPC_THREADS)
-    print(f"recommender listening on {args.host}:{running.port}", flush=True)
+    try:
+        running = start(UseCases(store, catalog=catalog, learned=learned.current, cache=cache),
+                        catalog, host=args.host, port=port, admin_token=admin_token, tls=tls,
+                        max_workers=args.rpc_threads or config.RPC_THREADS)
+    except (OSError, RuntimeError) as e:  # taken since check_bindable: gRPC says only "failed"
+        learned.stop()
+        raise ConfigError(f"--port {port} (RECOMMENDER_PORT): cannot listen on "
+                          f"{args.host}:{port}: {e}") from None
+    announce(log, f"recommender listening on {args.host}:{running.port}", host=args.host,
+             port=running.port)
     serve_until_signalled(running, stop)
     tracing.shutdown()  # exports the spans still queued
     learned.stop()
@@ -83,6 +93,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
         listener.stop()
     store.close()
     return 0
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Binds (host, port) and lets go, as gRPC will bind it: a port already taken or not
+    allowed is a ConfigError naming the option, before the database is migrated. (gRPC itself
+    answers a taken port with a bare RuntimeError, after everything else has started.)"""
+    if port == 0:
+        return
+    bare = host.strip("[]")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            bare or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: {e.strerror}") from None
+    try:
+        sock = socket.socket(family, kind, proto)
+    except OSError:
+        if bare != "::":
+            raise
+        return check_bindable("0.0.0.0", port)  # no IPv6 here; gRPC falls back to IPv4 too
+    with sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC sets it
+        if family == socket.AF_INET6 and bare == "::":
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # gRPC's [::] is dual
+        try:
+            sock.bind(address)
+        except OSError as e:
+            where = f"--port {port} (RECOMMENDER_PORT)"
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(f"{where}: {host}:{port} is already in use by another "
+                                  "process; choose another port") from None
+            if e.errno == errno.EACCES:
+                raise ConfigError(f"{where}: not allowed to listen on {host}:{port} (ports "
+                                  "below 1024 need privileges)") from None
+            if e.errno == errno.EADDRNOTAVAIL:
+                raise ConfigError(f"--host {host}: not an address of this machine") from None
+            raise ConfigError(f"{where}: cannot listen on {host}:{port}: {e.strerror}"
+                              ) from None
 
 
 def _collect_metrics(learned: ModelHolder, cache: ActionCache) -> None:

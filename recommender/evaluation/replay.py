@@ -174,11 +174,13 @@ def oracle(trace: Sequence[TraceExecution], slices: Slices) -> Metrics:
 
 def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[Pool],
                    catalog: Catalog, *, retrain_every: int = 0, database_url: str = "",
-                   use_features: bool = True, progress: Callable[[str], None] | None = None
-                   ) -> Metrics:
+                   use_features: bool = True, progress: Callable[[str], None] | None = None,
+                   status: Callable[[str], None] | None = None) -> Metrics:
     """The service itself: Recommend, NextAfterOom until it fits, RecordExecution; with
-    `retrain_every`, the retraining job runs every that many executions."""
+    `retrain_every`, the retraining job runs every that many executions. `progress` hears each
+    retraining's result, `status` the count of executions replayed (a progress display)."""
     say = progress or (lambda _m: None)
+    tell = status or (lambda _m: None)
     m = Metrics(name)
     slices = Slices.of(pools)
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,7 +193,9 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                             clock=lambda: now[0])
         for i, e in enumerate(trace):
             now[0] = e.at  # the runner asks when the execution starts, records when it ends
+            tell(f"{i:,}/{len(trace):,} executions")
             if retrain_every and i and i % retrain_every == 0:
+                tell(f"{i:,}/{len(trace):,} executions, retraining")
                 result = retrain(store, catalog, now=e.at)
                 holder.refresh()
                 say(f"{i:,} executions: retrain {result.version or '-'}: {result.reason}")

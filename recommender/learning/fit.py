@@ -150,8 +150,7 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
         if tr.x.shape[1] == 0 or np.all(np.isnan(tr.x[rows])):
             continue
         per_action[int(a)] = fit(tr.x[rows], y[rows], q, 0)
-        if (i + 1) % 20 == 0:
-            say(f"fitted {i + 1}/{len(eligible)} action models")
+        say(f"fitted {i + 1}/{len(eligible)} action models")  # the display throttles
     report.action_models = len(per_action)
     # Conformal offsets from recent executions the estimators have not seen.
     cal_ok = (calib.outcome == SUCCEEDED) & (calib.peak > 0)

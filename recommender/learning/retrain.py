@@ -10,8 +10,6 @@ serving version per kind.
 from __future__ import annotations
 
 import logging
-import sys
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,29 +50,6 @@ class RetrainResult:
     promoted: bool
     reason: str
     metrics: dict[str, float] = field(default_factory=dict)
-
-
-class Progress:
-    """A one-line progress display on a terminal, plain log lines elsewhere."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.start = time.monotonic()
-
-    def __call__(self, message: str) -> None:
-        if not self.enabled:
-            return
-        line = f"[{time.monotonic() - self.start:6.1f}s] {message}"
-        if self.tty:
-            sys.stderr.write("\r\033[K" + line)
-            sys.stderr.flush()
-        else:
-            print(line, file=sys.stderr, flush=True)
-
-    def done(self) -> None:
-        if self.enabled and self.tty:
-            sys.stderr.write("\n")
 
 
 def split_by_time(data: Dataset) -> tuple[Dataset, Dataset, Dataset]:

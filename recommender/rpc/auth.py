@@ -8,7 +8,6 @@ method and `UNAUTHENTICATED`, like every other call.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -75,8 +74,9 @@ def bearer_matches(metadata: Any, token: bytes) -> bool:
 
 def _refuse(method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
     def refuse(_request: Any, context: grpc.ServicerContext) -> Any:
-        access_log.info(json.dumps({"method": method.rsplit("/", 1)[-1],
-                                    "code": "UNAUTHENTICATED"}))
+        name = method.rsplit("/", 1)[-1]
+        access_log.info("%s UNAUTHENTICATED", name,
+                        extra={"method": name, "code": "UNAUTHENTICATED"})
         context.abort(grpc.StatusCode.UNAUTHENTICATED,
                       "Admin calls need metadata 'authorization: Bearer <admin token>'")
 

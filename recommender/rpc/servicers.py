@@ -1,12 +1,11 @@
 """gRPC servicers: thin adapters from messages to the use cases, errors to status codes.
 
-Each call writes one structured (JSON) log line: method, status code, milliseconds, and the ids
-that let an operator follow an execution. Request bodies are never logged.
+Each call writes one access log record whose fields are the method, status code, milliseconds,
+and the ids that let an operator follow an execution. Request bodies are never logged.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -77,29 +76,28 @@ def handle(method: str, context: grpc.ServicerContext, ids: dict[str, str],
             trace_id = span.trace_id
             span.end(code.name, message, ids)
         if access_log.isEnabledFor(logging.INFO):
-            access_log.info(access_line(method, code.name, seconds, ids, message, trace_id))
+            # The line's fields are fields of the log record (the JSON log format writes them
+            # as keys of its object; see cli/logs.py), the message is for a person reading it.
+            access_log.info("%s %s", method, code.name,
+                            extra=access_fields(method, code.name, seconds, ids, message,
+                                                trace_id))
         metrics.record_call(method, code.name, seconds)
 
 
-_quote = json.encoder.encode_basestring_ascii  # what json.dumps does to a str, in C
-
-
-def access_line(method: str, code: str, seconds: float, ids: dict[str, str],
-                message: str = "", trace_id: str = "") -> str:
-    """The JSON object json.dumps would write for the call, formatted directly: the access
-    line is written on every call, and json.dumps of a dict cost as much as the rest of the
-    call's bookkeeping."""
-    parts = [f'{{"method": {_quote(method)}, "code": {_quote(code)}, '
-             f'"ms": {round(seconds * 1000, 3)!r}']
+def access_fields(method: str, code: str, seconds: float, ids: dict[str, str],
+                  message: str = "", trace_id: str = "") -> dict[str, Any]:
+    """The access line's fields: method, status, milliseconds, the ids that are set, the error
+    and the trace id when there are. Only strings and a float, which the JSON log format
+    writes without the general encoder (the line is written on every call)."""
+    fields: dict[str, Any] = {"method": method, "code": code, "ms": round(seconds * 1000, 3)}
     for k, v in ids.items():
         if v:
-            parts.append(f", {_quote(k)}: {_quote(v)}")
+            fields[k] = v
     if message:
-        parts.append(f', "error": {_quote(message)}')
+        fields["error"] = message
     if trace_id:
-        parts.append(f', "trace_id": {_quote(trace_id)}')
-    parts.append("}")
-    return "".join(parts)
+        fields["trace_id"] = trace_id
+    return fields
 
 
 def add_to_server(servicer: object, service_name: str, server: grpc.Server) -> None:

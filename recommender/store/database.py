@@ -86,3 +86,18 @@ def current_revision(engine: Engine) -> str | None:
             return MigrationContext.configure(conn).get_current_revision()
     except DBAPIError as e:
         raise StoreUnavailable(f"{type(e).__name__}: {str(e).splitlines()[0]}") from e
+
+
+def pending_migrations(engine: Engine) -> list[str]:
+    """The migrations this version ships that the database has not had, newest first: all of
+    them when it was never migrated, none when it is at head or at a revision newer than this
+    version knows (another replica upgraded it; migrations only add)."""
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import ResolutionError
+
+    script = ScriptDirectory.from_config(alembic_config(engine))
+    current = current_revision(engine)
+    try:
+        return [r.revision for r in script.iterate_revisions("heads", current)]
+    except ResolutionError:  # a revision this version does not know: newer than its head
+        return []

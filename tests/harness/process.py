@@ -3,7 +3,6 @@ serve` on a free loopback port with its log in a file."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -13,6 +12,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.helpers import access_lines
 
 START_TIMEOUT_S = 60.0
 """A server that has not printed its listening line by then has failed to start."""
@@ -57,10 +58,8 @@ class Server:
     def access_codes(self) -> Counter[tuple[str, str]]:
         """(method, status code) of every access-log line."""
         out: Counter[tuple[str, str]] = Counter()
-        for line in self.log_text().splitlines():
-            if "recommender.access " in line:
-                entry = json.loads(line.split("recommender.access ", 1)[1])
-                out[(entry["method"], entry["code"])] += 1
+        for entry in access_lines(self.log_text()):
+            out[(entry["method"], entry["code"])] += 1
         return out
 
     def stop(self) -> int:

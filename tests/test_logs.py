@@ -1,0 +1,62 @@
+"""The log formats: JSON objects with the call's fields as keys, or text with them as logfmt."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+from recommender.cli.logs import JsonFormatter, TextFormatter, fields
+
+
+def record(message: str, *args: object, exc: BaseException | None = None,
+           **extra: object) -> logging.LogRecord:
+    logger = logging.getLogger("recommender.test")
+    exc_info = (type(exc), exc, exc.__traceback__) if exc else None
+    return logger.makeRecord(logger.name, logging.WARNING, __file__, 1, message, args,
+                             exc_info, extra=extra)
+
+
+def test_json_has_the_four_keys_then_the_fields() -> None:
+    r = record("%s %s", "Recommend", "OK", method="Recommend", code="OK", ms=1.25,
+               action_id="a b", path=Path("/x"), level="not twice", n=3, ok=True,
+               note='é "quoted"\n')
+    line = JsonFormatter().format(r)
+    assert "\n" not in line
+    obj = json.loads(line)
+    assert list(obj)[:4] == ["time", "level", "logger", "message"]
+    assert obj["message"] == "Recommend OK" and obj["level"] == "warning"
+    assert obj["logger"] == "recommender.test"
+    assert (obj["method"], obj["code"], obj["ms"], obj["action_id"]) == (
+        "Recommend", "OK", 1.25, "a b")
+    assert obj["path"] == "/x"  # not JSON-serialisable: its str()
+    assert (obj["n"], obj["ok"], obj["note"]) == (3, True, 'é "quoted"\n')
+    assert line.count('"level"') == 1
+    when = datetime.fromisoformat(obj["time"].replace("Z", "+00:00"))
+    assert abs(when.timestamp() - r.created) < 0.001 and when.tzinfo == UTC
+    assert list(fields(r)) == ["method", "code", "ms", "action_id", "path", "level", "n", "ok",
+                               "note"]
+
+
+def test_a_traceback_stays_on_the_line() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError as e:
+        r = record("failed", exc=e, method="Recommend")
+    line = JsonFormatter().format(r)
+    assert "\n" not in line
+    obj = json.loads(line)
+    assert "ValueError: boom" in obj["exception"] and obj["method"] == "Recommend"
+    text = TextFormatter().format(r)
+    first, rest = text.split("\n", 1)
+    assert first.endswith("failed method=Recommend") and "ValueError: boom" in rest
+
+
+def test_text_puts_the_fields_after_the_message_as_logfmt() -> None:
+    r = record("Recommend OK", method="Recommend", ms=0.5, error='pools[0]: bad "x"',
+               action_id="resize")
+    text = TextFormatter().format(r)
+    assert " WARNING recommender.test Recommend OK method=Recommend ms=0.5 " in text
+    assert text.endswith(' error="pools[0]: bad \\"x\\"" action_id=resize')
+    assert TextFormatter().format(record("plain")).endswith(" recommender.test plain")
