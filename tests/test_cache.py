@@ -135,7 +135,7 @@ def test_own_writes_keep_the_cached_history_exact(
     returns: executions newest first within the window, then OOMs known only from
     NextAfterOom; no read is made for it."""
     from recommender.core import config
-    from recommender.core.policy import LadderExhausted
+    from recommender.core.ladder import LadderExhausted
 
     window = 4
     monkeypatch.setattr(config, "HISTORY_WINDOW", window)

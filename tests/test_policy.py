@@ -7,16 +7,10 @@ import pytest
 from recommender.core.catalog import Catalog
 from recommender.core.domain import Node, Request, Strategy
 from recommender.core.estimation import FALLBACK, HISTORY, PRIOR
+from recommender.core.ladder import LadderExhausted, build_ladder, next_rung
+from recommender.core.options import NoFit, candidate_profiles, pod_resources
 from recommender.core.placement import GpuState
-from recommender.core.policy import (
-    LadderExhausted,
-    NoFit,
-    build_ladder,
-    candidate_profiles,
-    next_rung,
-    pod_resources,
-    recommend,
-)
+from recommender.core.policy import recommend
 from tests.builders import est, mk
 
 

@@ -26,7 +26,7 @@ from recommender.core.domain import (
     StoredRecommendation,
     StoreUnavailable,
 )
-from recommender.core.policy import LadderExhausted
+from recommender.core.ladder import LadderExhausted
 from recommender.core.ports import Store
 from recommender.core.usecases import UnknownRecommendation, UseCases
 from tests.builders import T0, execution, mk, model_version, req

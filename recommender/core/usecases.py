@@ -41,9 +41,10 @@ from recommender.core.estimation import (
     default_estimator,
     mean_sm_utilisation,
 )
+from recommender.core.ladder import LADDER, LadderExhausted, next_rung
 from recommender.core.layout import RecordedAdvice, advise_recorded
 from recommender.core.online import ActionModels
-from recommender.core.policy import LADDER, LadderExhausted, next_rung, recommend
+from recommender.core.policy import recommend
 from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.predictive import Predictive

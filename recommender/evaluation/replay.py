@@ -33,7 +33,8 @@ from recommender.core.domain import (
     relative_slack,
 )
 from recommender.core.estimation import decay_weight, weighted_quantile
-from recommender.core.policy import LadderExhausted, candidate_profiles
+from recommender.core.ladder import LadderExhausted
+from recommender.core.options import candidate_profiles
 from recommender.core.usecases import UseCases
 from recommender.evaluation.traces import TraceExecution
 from recommender.learning.retrain import retrain

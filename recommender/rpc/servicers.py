@@ -19,7 +19,8 @@ from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.core.catalog import Catalog
 from recommender.core.domain import StoreUnavailable
-from recommender.core.policy import LadderExhausted, NoFit
+from recommender.core.ladder import LadderExhausted
+from recommender.core.options import NoFit
 from recommender.core.usecases import UnknownRecommendation, UseCases
 from recommender.rpc import metrics, tracing
 from recommender.rpc.convert import (

@@ -9,15 +9,14 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
+from sqlalchemy import Connection, Engine, and_, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from recommender.core import config
 from recommender.core.dataset import Dataset
-from recommender.core.demand import Run, run_of
+from recommender.core.demand import Run
 from recommender.core.domain import (
     Execution,
     HistoryEntry,
@@ -29,9 +28,8 @@ from recommender.core.domain import (
     StoreUnavailable,
     ThroughputRow,
 )
-from recommender.core.estimation import oom_bumped
 from recommender.core.population import PopulationSample
-from recommender.store import history
+from recommender.store import across, history
 from recommender.store.batch import GroupCommit
 from recommender.store.cursor import Cursor, decode_cursor
 from recommender.store.dataset import read_executions
@@ -294,79 +292,18 @@ class SqlStore:
 
         return self._run(q)
 
-    # --- layout advice ---------------------------------------------------------------
+    # --- reads across actions (store/across.py) ----------------------------------------
 
     def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
                        pool_id: str = "") -> list[Run]:
-        """Executions on `gpu_model` (canonical id) that overlap [since, until), as demand.
-
-        An execution's pool is its recommendation's: with `pool_id`, executions recorded
-        without a recommendation id (or with one this store does not hold) are left out, their
-        pool being unknown. Runs are not clipped here; `core.demand.demand_of` clips them.
-        """
-        x, r = ExecutionRow, RecommendationRow
-
-        def q(s: Session) -> list[Run]:
-            stmt = select(x.profile, x.count, x.ended_at, x.started_at, x.duration_s).where(
-                x.gpu_model == gpu_model, x.ended_at > since,
-                or_(x.started_at.is_(None), x.started_at < until))
-            if pool_id:
-                stmt = stmt.join(r, r.id == x.recommendation_id).where(r.pool_id == pool_id)
-            runs = (run_of(row[0], int(row[1]), utc(row[2]),
-                           utc(row[3]) if row[3] is not None else None, float(row[4]))
-                    for row in s.execute(stmt))
-            return [run for run in runs if run.start < until]
-
-        return self._run(q)
+        return self._run(partial(across.runs_in_window, gpu_model=gpu_model, since=since,
+                                 until=until, pool_id=pool_id))
 
     def population_samples(self, limit: int) -> list[PopulationSample]:
-        """The `limit` most recent executions across actions that say how much memory was
-        needed, with the memory their recommendation's request declared."""
-
-        def q(s: Session) -> list[PopulationSample]:
-            x, r = ExecutionRow, RecommendationRow
-            rows = s.execute(
-                select(x.action_id, x.ended_at, x.peak_memory_mib, x.slice_memory_mib,
-                       x.outcome, r.declared_memory_mib)
-                .outerjoin(r, r.id == x.recommendation_id)
-                .where(x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value)))
-                .order_by(x.ended_at.desc())
-                .limit(limit)
-            ).all()
-            return [
-                PopulationSample(
-                    action_id=row[0], at_s=utc(row[1]).timestamp(),
-                    need_mib=(row[2] if row[4] == Outcome.SUCCEEDED.value
-                              else oom_bumped(row[3], row[2])),
-                    declared_mib=float(row[5] or 0))
-                for row in rows
-            ]
-
-        return self._run(q)
+        return self._run(partial(across.population_samples, limit=limit))
 
     def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
-        """Mean per-worker throughput of successful executions ended since `since`, per
-        (action, GPU model, profile, count): what the population of throughput curves is
-        built from. One aggregate read; the use case caches it for minutes."""
-
-        def q(s: Session) -> list[ThroughputRow]:
-            if s.get_bind().dialect.name == "postgresql":
-                # A background read, not the runner's: the 2 s statement timeout is not for it.
-                timeout_ms = int(config.THROUGHPUT_POPULATION_TIMEOUT_S * 1000)
-                s.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
-            rows = s.execute(
-                select(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
-                       ExecutionRow.count, func.avg(ExecutionRow.throughput),
-                       func.count())
-                .where(ExecutionRow.outcome == Outcome.SUCCEEDED.value,
-                       ExecutionRow.throughput > 0, ExecutionRow.ended_at >= since)
-                .group_by(ExecutionRow.action_id, ExecutionRow.gpu_model, ExecutionRow.profile,
-                          ExecutionRow.count)
-            ).all()
-            return [ThroughputRow(r[0], r[1], r[2], int(r[3]), float(r[4]), int(r[5]))
-                    for r in rows]
-
-        return self._run(q)
+        return self._run(partial(across.throughput_summary, since=since))
 
     # --- model versions --------------------------------------------------------------
 

@@ -1,0 +1,78 @@
+"""Reads across actions: recorded demand for the layout advice, the population the memory
+prior learns from, the throughput summary the curves borrow shapes from. Queries on a session;
+`SqlStore` runs them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, or_, select, text
+from sqlalchemy.orm import Session
+
+from recommender.core import config
+from recommender.core.demand import Run, run_of
+from recommender.core.domain import Outcome, ThroughputRow
+from recommender.core.estimation import oom_bumped
+from recommender.core.population import PopulationSample
+from recommender.store.mapping import utc
+from recommender.store.models import ExecutionRow, RecommendationRow
+
+
+def runs_in_window(s: Session, gpu_model: str, since: datetime, until: datetime,
+                   pool_id: str = "") -> list[Run]:
+    """Executions on `gpu_model` (canonical id) that overlap [since, until), as demand.
+
+    An execution's pool is its recommendation's: with `pool_id`, executions recorded without a
+    recommendation id (or with one this store does not hold) are left out, their pool being
+    unknown. Runs are not clipped here; `core.demand.demand_of` clips them.
+    """
+    x, r = ExecutionRow, RecommendationRow
+    stmt = select(x.profile, x.count, x.ended_at, x.started_at, x.duration_s).where(
+        x.gpu_model == gpu_model, x.ended_at > since,
+        or_(x.started_at.is_(None), x.started_at < until))
+    if pool_id:
+        stmt = stmt.join(r, r.id == x.recommendation_id).where(r.pool_id == pool_id)
+    runs = (run_of(row[0], int(row[1]), utc(row[2]),
+                   utc(row[3]) if row[3] is not None else None, float(row[4]))
+            for row in s.execute(stmt))
+    return [run for run in runs if run.start < until]
+
+
+def population_samples(s: Session, limit: int) -> list[PopulationSample]:
+    """The `limit` most recent executions across actions that say how much memory was needed,
+    with the memory their recommendation's request declared."""
+    x, r = ExecutionRow, RecommendationRow
+    rows = s.execute(
+        select(x.action_id, x.ended_at, x.peak_memory_mib, x.slice_memory_mib,
+               x.outcome, r.declared_memory_mib)
+        .outerjoin(r, r.id == x.recommendation_id)
+        .where(x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value)))
+        .order_by(x.ended_at.desc())
+        .limit(limit)
+    ).all()
+    return [
+        PopulationSample(
+            action_id=row[0], at_s=utc(row[1]).timestamp(),
+            need_mib=(row[2] if row[4] == Outcome.SUCCEEDED.value
+                      else oom_bumped(row[3], row[2])),
+            declared_mib=float(row[5] or 0))
+        for row in rows
+    ]
+
+
+def throughput_summary(s: Session, since: datetime) -> list[ThroughputRow]:
+    """Mean per-worker throughput of successful executions ended since `since`, per (action,
+    GPU model, profile, count): what the population of throughput curves is built from. One
+    aggregate read; the use case caches it for minutes."""
+    if s.get_bind().dialect.name == "postgresql":
+        # A background read, not the runner's: the 2 s statement timeout is not for it.
+        timeout_ms = int(config.THROUGHPUT_POPULATION_TIMEOUT_S * 1000)
+        s.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
+    x = ExecutionRow
+    rows = s.execute(
+        select(x.action_id, x.gpu_model, x.profile, x.count, func.avg(x.throughput),
+               func.count())
+        .where(x.outcome == Outcome.SUCCEEDED.value, x.throughput > 0, x.ended_at >= since)
+        .group_by(x.action_id, x.gpu_model, x.profile, x.count)
+    ).all()
+    return [ThroughputRow(r[0], r[1], r[2], int(r[3]), float(r[4]), int(r[5])) for r in rows]
