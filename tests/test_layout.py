@@ -20,16 +20,8 @@ from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc 
 from recommender.cli import main as cli_main
 from recommender.core.catalog import Catalog, GpuModel
 from recommender.core.demand import Run, demand_of, over_time, run_of
-from recommender.core.layout import (
-    advise,
-    capacity_of,
-    card_geometries,
-    fewest_gpus_serving_all,
-    geometry_of,
-    mig_parted_config,
-    score,
-    stock_layouts,
-)
+from recommender.core.geometry import capacity_of, card_geometries, geometry_of, stock_layouts
+from recommender.core.layout import advise, fewest_gpus_serving_all, mig_parted_config, score
 from recommender.core.placement import GpuState, place
 from recommender.report import render_report
 from tests.harness.live import Live

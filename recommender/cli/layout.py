@@ -111,7 +111,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
 
 def render(result: RecordedAdvice) -> str:
     """The advice as plain-text tables: per GPU, per profile, and the alternatives."""
-    from recommender.core.layout import capacity_of
+    from recommender.core.geometry import capacity_of
 
     a, d = result.advice, result.demand
     pool = f" on pool {result.pool_id}" if result.pool_id else ""

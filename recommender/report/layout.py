@@ -16,14 +16,8 @@ from datetime import datetime
 from recommender.core import config
 from recommender.core.catalog import Catalog, load_catalog
 from recommender.core.demand import Demand, RunSource, demand_of, over_time
-from recommender.core.layout import (
-    Geometry,
-    RecordedAdvice,
-    advise,
-    capacity_of,
-    fewest_gpus_serving_all,
-    stock_layouts,
-)
+from recommender.core.geometry import Geometry, capacity_of, stock_layouts
+from recommender.core.layout import RecordedAdvice, advise, fewest_gpus_serving_all
 from recommender.report.svg import (
     NDASH,
     TIMES,

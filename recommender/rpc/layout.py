@@ -8,7 +8,8 @@ from datetime import datetime
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender.core import config
 from recommender.core.catalog import Catalog, GpuModel
-from recommender.core.layout import RecordedAdvice, capacity_of
+from recommender.core.geometry import capacity_of
+from recommender.core.layout import RecordedAdvice
 from recommender.rpc.convert import (
     InvalidArgument,
     checked_text,
