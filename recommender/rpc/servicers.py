@@ -26,15 +26,17 @@ from recommender.rpc import metrics, tracing
 from recommender.rpc.convert import (
     InvalidArgument,
     execution_from_pb,
-    gpu_model_to_pb,
-    history_entry_to_pb,
     history_query_from_pb,
-    model_version_to_pb,
     next_after_oom_from_pb,
-    recommendation_to_pb,
     request_from_pb,
 )
 from recommender.rpc.layout import layout_advice_to_pb, layout_query_from_pb
+from recommender.rpc.responses import (
+    gpu_model_to_pb,
+    history_entry_to_pb,
+    model_version_to_pb,
+    recommendation_to_pb,
+)
 
 access_log = logging.getLogger("recommender.access")
 log = logging.getLogger(__name__)
