@@ -245,16 +245,21 @@ def place(model: GpuModel, requests: Sequence[MigProfile], gpus: Sequence[GpuSta
 
     if not split(0, demand):
         return None
+    return _node_placement({g: layout(g, v) for g, v in chosen.items() if any(v)}, pinned)
+
+
+def _node_placement(found: dict[int, list[tuple[MigProfile, int]] | None],
+                    pinned: Sequence[Sequence[MigProfile]]) -> NodePlacement:
+    """The new instances of each GPU's layout (the GPU's existing ones are in it too, placed
+    by the search when only their profile was known: not ours to report)."""
     out: list[Assignment] = []
-    for g in sorted(chosen):
-        if not any(chosen[g]):
-            continue
-        found = layout(g, chosen[g])
-        assert found is not None
+    for g in sorted(found):
+        layout = found[g]
+        assert layout is not None
         mine = list(pinned[g])
-        for prof, start in found:
+        for prof, start in layout:
             if prof in mine:
-                mine.remove(prof)  # an existing instance, not ours to report
+                mine.remove(prof)
                 continue
             out.append(Assignment(g, prof.name, start, prof.placement.size if prof.placement
                                   else 0))
@@ -309,19 +314,7 @@ def _place_one_kind(model: GpuModel, profile: MigProfile, count: int, masks: lis
                 break
     if remaining:
         return None
-    out: list[Assignment] = []
-    for g in sorted(chosen):
-        found = layout(g, chosen[g])
-        assert found is not None
-        mine = list(pinned[g])
-        for prof, start in found:
-            if prof in mine:
-                mine.remove(prof)  # an existing instance, not ours to report
-                continue
-            out.append(Assignment(g, prof.name, start, prof.placement.size if prof.placement
-                                  else 0))
-    used = tuple(sorted({a.gpu_index for a in out}))
-    return NodePlacement(assignments=tuple(out), gpus_used=used)
+    return _node_placement({g: layout(g, n) for g, n in chosen.items()}, pinned)
 
 
 _LARGER: dict[int, tuple[GpuModel, dict[str, list[int]]]] = {}
