@@ -150,12 +150,12 @@ def _designs(feature_names: Sequence[str], n: int) -> list[Design]:
     return designs
 
 
-def _fit(design: Design, samples: Sequence[Sample], y_mib: FloatArray, w: FloatArray,
+def _fit(design: Design, inputs: Mapping[str, FloatArray], y_mib: FloatArray, w: FloatArray,
          prior_log_scale: float) -> Fit | None:
-    n = len(samples)
+    n = y_mib.shape[0]
     cols = [np.ones(n)]
     for f in design.features:
-        raw = np.fromiter((float(s.features.get(f, math.nan)) for s in samples), np.float64, n)
+        raw = inputs[f]
         cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
     if design.trend:
         cols.append(-np.arange(n, dtype=np.float64))  # newest at 0, older negative
@@ -194,21 +194,35 @@ def _fit(design: Design, samples: Sequence[Sample], y_mib: FloatArray, w: FloatA
     return Fit(design, coef, r_inv, scale, df, loss, int(ok.sum()), level)
 
 
+_INFORMATIVE = frozenset((Outcome.SUCCEEDED, Outcome.OOM))
+
+
+def _newest_first(row: tuple[Sample, float]) -> float:
+    return -row[0].at_s
+
+
 def fit_action(samples: Sequence[Sample], now_s: float, feature_names: Sequence[str],
                prior_log_scale: float) -> ActionModel | None:
     """Every design that can be fitted on `samples` (newest first), best first."""
-    informative = sorted((s for s in samples if s.outcome in (Outcome.SUCCEEDED, Outcome.OOM)
-                          and _value(s) > 0), key=lambda s: -s.at_s)[: config.HISTORY_WINDOW]
-    if not informative:
+    rows = [(s, v) for s in samples
+            if s.outcome in _INFORMATIVE and (v := _value(s)) > 0]
+    if not rows:
         return None
-    y = np.fromiter((_value(s) for s in informative), np.float64, len(informative))
+    rows.sort(key=_newest_first)
+    del rows[config.HISTORY_WINDOW:]
+    informative = [s for s, _ in rows]
+    y = np.array([v for _, v in rows])
+    n = len(informative)
+    # Each input as a column once, for every design that uses it (NaN where a run lacked it).
+    inputs = {f: np.fromiter((float(s.features.get(f, math.nan)) for s in informative),
+                             np.float64, n) for f in feature_names}
     weights: dict[float, FloatArray] = {}
     fits = []
     for d in _designs(feature_names, len(informative)):
         hl = d.weight_half_life
         if hl not in weights:
             weights[hl] = _weights(informative, now_s, hl)
-        if (f := _fit(d, informative, y, weights[hl], prior_log_scale)) is not None:
+        if (f := _fit(d, inputs, y, weights[hl], prior_log_scale)) is not None:
             fits.append(f)
     if not fits:
         return None
