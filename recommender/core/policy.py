@@ -178,7 +178,9 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
                                             memo, pool_needs)
             if choice is not None:
                 chosen, count, throughput = choice.option, choice.count, choice.throughput
-                notes = [] if fitting else notes  # keep "the estimate exceeds every slice"
+                # Keep "the estimate exceeds every slice", and the memory side's expected cost:
+                # the count is the target's, the slice memory still the need's.
+                notes = [n for n in notes if "expected cost" in n] if fitting else notes
                 notes += [
                     f"fewest GPU slices for {request.target_throughput:,.1f} items/s: "
                     f"{count} x {throughput / count:,.1f} items/s predicted "
