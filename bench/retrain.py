@@ -16,14 +16,13 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import create_engine, insert, make_url, text
+from sqlalchemy import create_engine, make_url, text
 
+from bench.common import insert_executions
 from recommender.evaluation.synthetic import generate
 from recommender.store import connect, migrate
-from recommender.store.models import ExecutionRow
 
 ACTIONS = 500
-BATCH = 20_000
 
 
 def _fill(url: str, rows: int) -> float:
@@ -31,23 +30,16 @@ def _fill(url: str, rows: int) -> float:
     migrate(engine)
     start = time.perf_counter()
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    batch: list[dict[str, object]] = []
-    with engine.begin() as conn:
-        for i, e in enumerate(generate(ACTIONS, rows, start=t0, seed=11,
-                                       spacing=timedelta(seconds=20))):
-            batch.append({
-                "execution_id": f"b{i}", "action_id": e.action_id, "recommendation_id": "",
-                "gpu_model": "A100-80GB", "profile": "7g.80gb", "slice_memory_mib": 80896,
-                "count": 1, "peak_memory_mib": e.peak_mib, "sm_utilization": 20.0,
-                "duration_s": 600.0, "throughput": 0.0, "outcome": "SUCCEEDED",
-                "started_at": e.at - timedelta(minutes=10), "ended_at": e.at,
-                "recorded_at": e.at, "features": e.features,
-            })
-            if len(batch) == BATCH:
-                conn.execute(insert(ExecutionRow), batch)
-                batch.clear()
-        if batch:
-            conn.execute(insert(ExecutionRow), batch)
+    executions = ({
+        "execution_id": f"b{i}", "action_id": e.action_id, "recommendation_id": "",
+        "gpu_model": "A100-80GB", "profile": "7g.80gb", "slice_memory_mib": 80896,
+        "count": 1, "peak_memory_mib": e.peak_mib, "sm_utilization": 20.0,
+        "duration_s": 600.0, "throughput": 0.0, "outcome": "SUCCEEDED",
+        "started_at": e.at - timedelta(minutes=10), "ended_at": e.at,
+        "recorded_at": e.at, "features": e.features,
+    } for i, e in enumerate(generate(ACTIONS, rows, start=t0, seed=11,
+                                     spacing=timedelta(seconds=20))))
+    insert_executions(engine, executions)
     engine.dispose()
     return time.perf_counter() - start
 

@@ -12,43 +12,37 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import insert
-
-from bench.common import DEFAULT_PG, fresh_database
+from bench.common import DEFAULT_PG, fresh_database, insert_executions
 from recommender.core.catalog import load_catalog
 from recommender.core.throughput_population import build
 from recommender.store import SqlStore, connect
-from recommender.store.models import ExecutionRow
 
 PROFILES = {"1g.10gb": 9856, "2g.20gb": 19968, "3g.40gb": 40192, "4g.40gb": 40192,
             "7g.80gb": 80896}
-BATCH = 20_000
 
 
 def fill(url: str, rows: int, actions: int) -> None:
     engine = connect(url, timeout_s=None)
     rng = random.Random(7)
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
-    batch: list[dict[str, object]] = []
-    with engine.begin() as conn:
+
+    def executions() -> Iterator[dict[str, object]]:
         for i in range(rows):
             profile = rng.choice(list(PROFILES))
             at = t0 + timedelta(seconds=i)
-            batch.append({
+            yield {
                 "execution_id": f"p{i}", "action_id": f"a{rng.randrange(actions)}",
                 "recommendation_id": "", "gpu_model": "A100-80GB", "profile": profile,
                 "slice_memory_mib": PROFILES[profile], "count": rng.randint(1, 4),
                 "peak_memory_mib": 4000.0, "sm_utilization": 50.0, "duration_s": 60.0,
                 "throughput": rng.uniform(50, 500), "outcome": "SUCCEEDED",
                 "started_at": at, "ended_at": at, "recorded_at": at, "features": {},
-            })
-            if len(batch) == BATCH:
-                conn.execute(insert(ExecutionRow), batch)
-                batch.clear()
-        if batch:
-            conn.execute(insert(ExecutionRow), batch)
+            }
+
+    insert_executions(engine, executions())
     engine.dispose()
 
 
