@@ -217,6 +217,13 @@ THROUGHPUT_NEIGHBOURS = 5
 and the most cautious of them is taken: enough that one odd neighbour is outvoted by caution,
 few enough that they stay similar."""
 
+THROUGHPUT_NOISE = 0.03
+"""Run-to-run noise of one throughput measurement, in log units (3 %): the least margin a size
+borrowed from similar actions is taken below their reading. ParvaGPU's latency-bound rows, flat
+in truth, vary by about this much from one size to the next; THROUGHPUT_MATCH_DISTANCE is a few
+times it. Without it a neighbour matched to 0.5 % predicted 3g.40gb 2 % too fast and the target
+was missed by 1 %."""
+
 THROUGHPUT_MIN_NEIGHBOURS = 2
 """Fewest matching actions before their shape is borrowed: one neighbour may be a coincidence;
 below this the curve interpolates its own measurements or extrapolates cautiously."""

@@ -12,13 +12,17 @@ compute). So an action's curve is built from what is known, in this order, per G
 2. **Similar actions** (`Population`): for a size it never ran, other actions on the same GPU
    model that ran there and whose curve has the same shape as this one's on the sizes both ran
    (after scaling: the log-ratios between sizes agree within `THROUGHPUT_MATCH_DISTANCE`) each
-   predict it; the most cautious of the nearest few is taken. This is the shape learned across
-   actions: the population says how throughput at 3g relates to 1g and 7g for curves like this.
+   predict it; the most cautious of the nearest few is taken, each at least a measurement's
+   noise below its reading. This is the shape learned across actions: the population says how
+   throughput at 3g relates to 1g and 7g for curves like this. Beyond the sizes the action ran,
+   neighbours must agree on two steps: one step does not say where a curve stops scaling.
 3. **Interpolation**: between two measured sizes, piecewise linear in (log slices, log
    throughput), i.e. a power law through each pair of neighbours.
 4. **Extrapolation** outside the measured range: from the nearest measured size with a low
    quantile of the ratio seen across the GPU model's actions between those two sizes, or, with
-   too few actions, cautious default exponents.
+   too few actions, cautious default exponents (applied to the lower of the compute and the
+   compute-and-memory readings). Down to a smaller size, the population's step is used only
+   when it is no kinder than the default: the actions that ran both sizes are a biased sample.
 
 **Scaling efficiency**: a runner reports throughput per worker, and `count` workers may deliver
 less than `count` times one (a shared input pipeline, a shared parameter server). Executions with
@@ -194,11 +198,17 @@ class Population:
         dist = np.full(len(sub), np.inf)
         dist[n > 0] = np.sqrt(sq[n > 0] / n[n > 0])
         match = dist <= config.THROUGHPUT_MATCH_DISTANCE
+        if not min(own) < c < max(own):
+            # Beyond the sizes it ran, one agreeing step does not say where the curve bends.
+            match &= n >= 2
         if int(match.sum()) < config.THROUGHPUT_MIN_NEIGHBOURS:
             return None
         # Each neighbour is trusted as far as it matched: one that differed by 5 % on the
         # sizes both ran may differ by as much here.
-        pred = sub[match, col[c]] - anchor_val[match] + anchor_own[match] - dist[match]
+        # Never less than a measurement's own noise: a neighbour that matched to 0.5 % on two
+        # sizes still measured this one in a single run.
+        pred = (sub[match, col[c]] - anchor_val[match] + anchor_own[match]
+                - np.maximum(dist[match], config.THROUGHPUT_NOISE))
         nearest = np.argsort(dist[match], kind="stable")[: config.THROUGHPUT_NEIGHBOURS]
         # The most cautious of the nearest: over-predicting misses the target, under-predicting
         # costs a worker.
@@ -264,11 +274,21 @@ class ThroughputCurve:
                     weights.append((mid - lo) / (hi - lo))
             return min(own[a] + w * (own[b] - own[a]) for w in weights), "interpolated"
         k = min(above) if above else max(below)
-        step = self.population.ratio(model, k, c, self.action_id)
-        if step is not None:
-            return own[k] + step, f"from {k} slices, as other actions scale"
         exponent = config.THROUGHPUT_EXPONENT_DOWN if c < k else config.THROUGHPUT_EXPONENT_UP
-        return own[k] + exponent * math.log(c / k), f"from {k} slices, default exponent"
+        # The same two readings as interpolation, the cautious one taken: 4g.40gb over 3g.40gb
+        # adds compute but no memory slice, so not the bandwidth a compute-bound batch needs.
+        steps = [math.log(c / k)]
+        mem = self.memory_slices.get(model, {})
+        if mem.get(k, 0) > 0 and mem.get(c, 0) > 0:
+            steps.append(math.log(c * mem[c] / (k * mem[k])) / 2)
+        default = min(exponent * x for x in steps)
+        step = self.population.ratio(model, k, c, self.action_id)
+        # Down to a smaller size, the population's step is trusted only when it is no
+        # kinder than the default: the actions that ran both sizes are those earlier choices
+        # sent to the smaller one, the flat curves, so their step flatters a steep one.
+        if step is not None and (c > k or step <= default):
+            return own[k] + step, f"from {k} slices, as other actions scale"
+        return own[k] + default, f"from {k} slices, default exponent"
 
     def predict(self, gpu_model: str, compute_slices: int) -> float | None:
         """Items/s of one worker, or None when nothing is known about this GPU model."""
