@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -227,24 +226,6 @@ def test_count_never_exceeds_what_is_needed_and_never_overflows() -> None:
     assert curve.count_for(A100, 1, 300) == 3
     assert curve.count_for(A100, 1, 301) == 4
     assert curve.count_for(A100, 1, 1e300) == config.MAX_WORKERS + 1
-
-
-def test_a_curve_with_a_population_costs_well_under_a_millisecond() -> None:
-    """1,000 actions in the population; fit an action's curve and predict the five A100
-    sizes, as one Recommend does."""
-    rows = [(f"o{i}", s) for i in range(1000)
-            for s in table({1: 100 + i, 3: 300 + 2 * i, 7: 600 + 5 * i})]
-    pop = Population.from_samples(rows)
-    samples = table({1: 200, 7: 1240}) * 10
-    runs = 200
-    start = time.perf_counter()
-    for _ in range(runs):
-        curve = fit_curve(samples, pop, "a", MEM)
-        assert curve is not None
-        for c in (1, 2, 3, 4, 7):
-            curve.predict(A100, c)
-    per_call = (time.perf_counter() - start) / runs
-    assert per_call < 0.002, f"{per_call * 1e6:.0f} us per curve"
 
 
 # --- the population from the store -------------------------------------------------------
