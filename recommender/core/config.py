@@ -172,8 +172,9 @@ the queue) before answering, as it would without the queue. Two seconds at 1,000
 a slow write, small enough that a shutdown writes it in one statement."""
 
 RECOMMENDATION_RETRY_S = 0.5
-"""While the database fails, the queued rows are tried again this often (every Recommend also
-tries them, with its own row, as it did before the queue)."""
+"""While the database fails, the queued rows are tried again after this, then after twice as
+long each time up to 16 times this (8 s); every Recommend meanwhile tries them too, with its
+own row, as it did before the queue."""
 
 GRACE_PERIOD_S = 10.0
 """In-flight calls get this long to finish on SIGTERM (Kubernetes allows 30 s by default)."""

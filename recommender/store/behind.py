@@ -95,14 +95,24 @@ class WriteBehind(Generic[T]):
             self._wake.clear()
             # Gather a batch: callers keep queueing meanwhile without waking anyone.
             self._stop.wait(self._delay_s)
+            pause = self._retry_s
+            failing = False
             while self._pending and not self._closed:
                 try:
                     self._flush()
                 except Exception as e:  # StoreUnavailable, kept queued: try again later
                     self.failed()
-                    log.warning("%s: %d rows not written yet, will retry: %s", self.name,
-                                len(self._pending), e)
-                    self._stop.wait(self._retry_s)
+                    if not failing:  # once per outage, not once per retry
+                        log.warning("%s: %d rows not written yet, will retry: %s", self.name,
+                                    len(self._pending), e)
+                    failing = True
+                    self._stop.wait(pause)
+                    pause = min(2 * pause, 16 * self._retry_s)
+                else:
+                    if failing:
+                        log.warning("%s: the queued rows are written again", self.name)
+                    failing = False
+                    pause = self._retry_s
 
     def close(self) -> int:
         """Stops the thread and writes what is pending; returns how many rows could not be
