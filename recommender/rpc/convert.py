@@ -128,9 +128,12 @@ nodes on every Recommend and most of them have not changed since the last call: 
 bytes give the same (immutable, validated) Node, with the placements the policy already
 worked out for it (`Node.placements`). At most _NODES_MAX per model (a few KB each)."""
 _GPUS: dict[int, tuple[GpuModel, dict[bytes, GpuState]]] = {}
-_GPUS_MAX = 65536
+_GPUS_MAX = 16384
 """GPUs converted, by GPU model and the GPU message's bytes (its uuid among them, so a GPU's
-few states): what a node seen for the first time is mostly made of. About 300 bytes each."""
+few states): what a node seen for the first time is mostly made of. About 800 bytes each with
+what the policy keeps on it (tracemalloc, 256 nodes of 8 GPUs), so at most about 13 MB per
+model: the GPUs of a pool at the input limits (1,024 nodes of 16), or a few states each of a
+few thousand GPUs."""
 _POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
 _POOLS_MAX = 16
 """Whole pools listing nodes, by catalog and the pool message's bytes: a pool listed again
