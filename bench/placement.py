@@ -177,18 +177,23 @@ def node_lists(reps: int) -> None:
     estimate = Estimate(mib=7700.0, source=HISTORY, quantile=0.9, detail="bench")
     rows: list[list[object]] = []
     for nodes in NODE_LISTS:
-        for state in ("new", "same"):
-            # "new": node states never seen before (a fresh random occupancy each repetition),
-            # so every node is converted and searched; "same": the listing of the call before
-            # (the runner's usual case), answered from the nodes converted then.
+        for state in ("new GPUs", "new", "same"):
+            # "new GPUs": GPUs never seen before (new uuids each repetition), so every GPU
+            # message is converted and every node searched; "new": node states never seen
+            # before (a fresh random occupancy each repetition) of GPUs listed before, each in
+            # one of the states it had before (a GPU's few states are converted once);
+            # "same": the listing of the call before (the runner's usual case), answered from
+            # the nodes converted then.
             convert_ms: list[float] = []
             policy_ms: list[float] = []
             budget = time.perf_counter() + CASE_BUDGET_S
             node = ""
             size = 0
             for rep in range(reps):
-                raw = bench_request(nodes=nodes, seed=7 if state == "same" else 1000 + rep
-                                    ).SerializeToString()
+                raw = bench_request(
+                    nodes=nodes, seed=7 if state == "same" else 1000 + rep,
+                    uuid_prefix=f"GPU{rep}" if state == "new GPUs" else "GPU",
+                ).SerializeToString()
                 size = len(raw)
                 message = pb.RecommendRequest.FromString(raw)  # new objects, as each call has
                 t0 = time.perf_counter()
@@ -207,7 +212,8 @@ def node_lists(reps: int) -> None:
                          node, len(convert_ms)])
     print("Recommend's request conversion and policy over a listed pool (A100-40GB, mixed, "
           "2 x ~7,700 MiB; 8-GPU nodes, each GPU about half occupied), in process: no gRPC, "
-          "no database, no estimation. 'new': node states never seen; 'same': the pool "
+          "no database, no estimation. 'new GPUs': GPUs never seen; 'new': node states never "
+          "seen, of GPUs seen before in those states; 'same': the pool "
           "listed as in the call before.")
     print()
     print(table(["nodes", "GPUs", "bytes", "listing", "convert ms", "policy ms", "total ms",

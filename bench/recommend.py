@@ -43,10 +43,12 @@ HISTORY = 50
 TARGET_P50_RATIO = 2.0
 
 
-def bench_request(nodes: int = 0, seed: int = 7) -> pb.RecommendRequest:
+def bench_request(nodes: int = 0, seed: int = 7, uuid_prefix: str = "GPU"
+                  ) -> pb.RecommendRequest:
     """An A100-40GB pool in mixed strategy, 2 workers, 7,500 MiB declared (the README example).
 
-    With `nodes`, the pool lists that many 8-GPU nodes, each GPU about half occupied.
+    With `nodes`, the pool lists that many 8-GPU nodes, each GPU about half occupied, the GPUs
+    named `<uuid_prefix>-<node>-<gpu>`.
     """
     rng = random.Random(seed)
     node_msgs = []
@@ -54,7 +56,8 @@ def bench_request(nodes: int = 0, seed: int = 7) -> pb.RecommendRequest:
         gpus = []
         for g in range(8):
             start = rng.choice((0, 4))  # a 3g.20gb or 4g.20gb in use on one half
-            gpus.append(pb.Gpu(uuid=f"GPU-{n}-{g}", occupied=[pb.Placement(start=start, size=4)]))
+            gpus.append(pb.Gpu(uuid=f"{uuid_prefix}-{n}-{g}",
+                               occupied=[pb.Placement(start=start, size=4)]))
         node_msgs.append(pb.Node(node_id=f"node-{n}", gpus=gpus))
     return pb.RecommendRequest(
         action_id=ACTION,

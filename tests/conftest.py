@@ -74,8 +74,10 @@ def migrated_engine(database_url: str) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def store(migrated_engine: Engine) -> SqlStore:
-    return SqlStore(migrated_engine)
+def store(migrated_engine: Engine) -> Iterator[SqlStore]:
+    store = SqlStore(migrated_engine)
+    yield store
+    store.close()  # writes the recommendations it queued, before the database goes
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),

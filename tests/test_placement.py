@@ -597,3 +597,23 @@ def test_single_profile_shortcut_gives_the_general_searchs_answer(
         assert fast == general, (requests[0].name, len(requests), gpus)
         compared += fast is not None
     assert compared > 20  # enough of them fit to compare placements, not just "no"
+
+
+def test_a_gpu_message_converts_once_and_an_unnamed_gpu_is_named_by_its_node() -> None:
+    """GPU states are interned by message bytes (rpc/convert.py): the same message on two
+    nodes gives the same state, and a GPU without a uuid still gets its own node's name."""
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+    from recommender.core.catalog import load_catalog
+    from recommender.rpc.convert import request_from_pb
+
+    catalog = load_catalog()
+    named = pb.Gpu(uuid="GPU-a", occupied=[pb.Placement(start=0, size=4)])
+    unnamed = pb.Gpu(occupied=[pb.Placement(start=4, size=4)])
+    m = pb.RecommendRequest(action_id="a", pools=[pb.Pool(
+        pool_id="p", gpu_model="A100-40GB", strategy=pb.MIG_STRATEGY_MIXED, nodes=[
+            pb.Node(node_id="n1", gpus=[named, unnamed]),
+            pb.Node(node_id="n2", gpus=[named, unnamed, unnamed])])])
+    n1, n2 = request_from_pb(catalog, m).pools[0].nodes
+    assert n1.gpus[0] is n2.gpus[0] and n1.gpus[0].occupied == ((0, 4),)
+    assert [g.uuid for g in n1.gpus[1:] + n2.gpus[1:]] == ["n1/1", "n2/1", "n2/2"]
+    assert all(g.occupied == ((4, 4),) for g in n1.gpus[1:] + n2.gpus[1:])

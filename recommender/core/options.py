@@ -142,11 +142,16 @@ def _room_at_most(node: Node, profile: MigProfile, units: int) -> int:
     if rule is None:
         return 0
     room = 0
+    # Everything the bound depends on, as one string: its hash is computed once, not per GPU.
+    key = f"room {profile.name} {units} {rule.size} {profile.max_count} {rule.starts}"
     for gpu in node.gpus:
-        used = gpu.used_mask
-        free_units = units - used.bit_count()
-        starts = sum(1 for st in rule.starts if not used & (((1 << rule.size) - 1) << st))
-        room += min(starts, profile.max_count, free_units // rule.size)
+        here = gpu.answers.get(key)
+        if here is None:
+            used = gpu.used_mask
+            free_units = units - used.bit_count()
+            starts = sum(1 for st in rule.starts if not used & (((1 << rule.size) - 1) << st))
+            here = gpu.answers[key] = min(starts, profile.max_count, free_units // rule.size)
+        room += here
     return room
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from recommender.core.catalog import GpuModel, MigProfile
 
@@ -48,6 +49,13 @@ class GpuState:
         if any(start < 0 or size <= 0 for start, size in self.occupied):
             return -1
         return max((start + size for start, size in self.occupied), default=0)
+
+    @cached_property
+    def answers(self) -> dict[Any, Any]:
+        """Bounds worked out for this GPU, by what was asked (`options._room_at_most`): a GPU
+        state is immutable, and `rpc.convert` hands out the same one for the same message, so
+        a GPU seen before is not worked out again whichever node lists it."""
+        return {}
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, and_, insert, or_, select, text, update
+from sqlalchemy import Connection, Engine, and_, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from recommender.core import config
 from recommender.core.dataset import Dataset
 from recommender.core.demand import Run
 from recommender.core.domain import (
@@ -31,6 +32,7 @@ from recommender.core.domain import (
 from recommender.core.population import PopulationSample
 from recommender.store import across, history
 from recommender.store.batch import GroupCommit
+from recommender.store.behind import WriteBehind
 from recommender.store.cursor import Cursor, decode_cursor
 from recommender.store.dataset import read_executions
 from recommender.store.held import HeldConnection
@@ -85,8 +87,15 @@ class SqlStore:
         """Signs this store's notifications: its replica's listener skips them, since the
         use cases have already applied their own writes to the cache."""
         self._sessions = sessionmaker(engine, expire_on_commit=False)
-        self._recommendations: GroupCommit[dict[str, Any], None] = GroupCommit(
+        # Recommendation rows are written behind (store/behind.py); a caller writes its own
+        # through the group commit when the queue is full or the database failing, and None
+        # asks the group commit to write just what is queued.
+        self._recommendations: GroupCommit[dict[str, Any] | None, None] = GroupCommit(
             self._insert_recommendations, "write-recommendations")
+        self._behind: WriteBehind[dict[str, Any]] = WriteBehind(
+            lambda: self._recommendations.submit(None), "write-behind-recommendations",
+            delay_s=config.RECOMMENDATION_WRITE_BEHIND_S,
+            limit=config.RECOMMENDATION_QUEUE_LIMIT, retry_s=config.RECOMMENDATION_RETRY_S)
         self._executions: GroupCommit[dict[str, Any], bool] = GroupCommit(
             self._insert_executions, "write-executions")
         self._recommendation_writer = HeldConnection(engine)
@@ -95,7 +104,9 @@ class SqlStore:
         # Built once: SQLAlchemy caches the compiled form of a statement it has seen, so each
         # batch is an executemany of cached SQL (a multi-row .values() compiled anew every time,
         # 1.2 ms per call).
-        self._insert_recommendation = insert(RecommendationRow)
+        # ON CONFLICT: a queued row whose commit failed may have been committed all the same.
+        self._insert_recommendation = (
+            dialect_insert(RecommendationRow).on_conflict_do_nothing(index_elements=["id"]))
         self._insert_execution = (
             dialect_insert(ExecutionRow)
             .on_conflict_do_nothing(index_elements=["execution_id"])
@@ -103,18 +114,41 @@ class SqlStore:
         )
 
     def close(self) -> None:
-        """Closes the writers' connections (the engine's pool is the caller's to dispose)."""
+        """Writes the recommendations still queued, then closes the writers' connections (the
+        engine's pool is the caller's to dispose)."""
+        self._behind.close()
         self._recommendation_writer.close()
         self._execution_writer.close()
 
     def _write(self, writer: HeldConnection, work: Callable[[Connection], T]) -> T:
-        with _unavailable_on_error():
-            return writer.run(work)
+        try:
+            with _unavailable_on_error():
+                return writer.run(work)
+        except StoreUnavailable:
+            self._behind.failed()
+            raise
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
-        with _unavailable_on_error(), self._sessions.begin() as session:
-            yield session
+        try:
+            with _unavailable_on_error(), self._sessions.begin() as session:
+                yield session
+        except StoreUnavailable:
+            # The database is failing: Recommend writes its own row again (and sees the
+            # failure, answering stored=false) instead of queueing it.
+            self._behind.failed()
+            raise
+
+    def flush(self) -> None:
+        """Writes the queued recommendations now (raises StoreUnavailable if it cannot): for
+        whoever reads the tables beside this store and needs this replica's latest rows."""
+        self._settle()
+
+    def _settle(self, rec_id: str | None = None) -> None:
+        """Writes the queued recommendations before a read or write that needs them in the
+        database: when `rec_id` is queued, or with no id when any is."""
+        if len(self._behind) and (rec_id is None or self._behind.get(rec_id) is not None):
+            self._recommendations.submit(None)
 
     def _run(self, fn: Callable[[Session], T]) -> T:
         with self._session() as s:
@@ -123,16 +157,28 @@ class SqlStore:
     # --- recommendations -------------------------------------------------------------
 
     def save_recommendation(self, rec: StoredRecommendation) -> None:
-        """Stores it before returning; concurrent calls share one transaction (group commit)."""
-        self._recommendations.submit(recommendation_values(rec))
+        """Queues it to be written within RECOMMENDATION_WRITE_BEHIND_S (store/behind.py);
+        when the queue is full or the database failing, stores it before returning, concurrent
+        calls sharing one transaction (group commit), and raises StoreUnavailable if it cannot."""
+        values = recommendation_values(rec)
+        if not self._behind.add(rec.id, values):
+            self._recommendations.submit(values)
 
-    def _insert_recommendations(self, rows: Sequence[dict[str, Any]]) -> list[None]:
-        # A Core insert: the ORM's unit of work cost three times as much on this hot path.
-        self._write(self._recommendation_writer,
-                    lambda conn: conn.execute(self._insert_recommendation, list(rows)))
-        return [None] * len(rows)
+    def _insert_recommendations(self, items: Sequence[dict[str, Any] | None]) -> list[None]:
+        """The callers' own rows (None: a flush of the queue) with every queued row, in one
+        statement and one commit."""
+        queued = self._behind.take()
+        rows = [v for _, v in queued] + [v for v in items if v is not None]
+        if rows:
+            # A Core insert: the ORM's unit of work cost three times as much on this hot path.
+            self._write(self._recommendation_writer,
+                        lambda conn: conn.execute(self._insert_recommendation, rows))
+            self._behind.written([k for k, _ in queued])
+        return [None] * len(items)
 
     def get_recommendation(self, rec_id: str) -> StoredRecommendation | None:
+        self._settle(rec_id)
+
         def q(s: Session) -> StoredRecommendation | None:
             row = s.get(RecommendationRow, rec_id)
             return recommendation_of(columns(row)) if row else None
@@ -152,6 +198,7 @@ class SqlStore:
 
     def mark_oom(self, rec_id: str, observed_peak_mib: float, at: datetime,
                  action_id: str = "") -> None:
+        self._settle(rec_id)
         with self._session() as s:
             s.execute(
                 update(RecommendationRow)
@@ -175,6 +222,7 @@ class SqlStore:
         """Marks the parent as OOM and stores the next rung, in one transaction; returns the
         rung stored. A parent has one rung: when a concurrent retry stored one first, that one
         is returned (a unique index on parent_id settles the race)."""
+        self._settle(parent_id)
         try:
             self._save_rung(parent_id, observed_peak_mib, at, rung)
             return rung
@@ -296,13 +344,16 @@ class SqlStore:
 
     def runs_in_window(self, gpu_model: str, since: datetime, until: datetime,
                        pool_id: str = "") -> list[Run]:
+        self._settle()  # these reads join executions to their recommendations
         return self._run(partial(across.runs_in_window, gpu_model=gpu_model, since=since,
                                  until=until, pool_id=pool_id))
 
     def population_samples(self, limit: int) -> list[PopulationSample]:
+        self._settle()
         return self._run(partial(across.population_samples, limit=limit))
 
     def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
+        self._settle()
         return self._run(partial(across.throughput_summary, since=since))
 
     # --- model versions --------------------------------------------------------------
@@ -386,10 +437,12 @@ class SqlStore:
     ) -> tuple[list[HistoryEntry], str]:
         """Newest first, keyset-paginated on (created_at, id): stable under inserts."""
         cursor = decode_cursor(page_token) if page_token else None
+        self._settle()
         return self._run(lambda s: history.page(s, f, page_size, cursor))
 
     def count_recommendations(self, action_id: str = "") -> int:
         """How many recommendations are stored (for one action when given)."""
+        self._settle()
         return self._run(lambda s: history.count_recommendations(s, action_id))
 
     def recent_with_executions(
@@ -402,6 +455,7 @@ class SqlStore:
         Read `chunk` rows at a time, each chunk in its own short transaction, keyset-paginated
         on (created_at, id) like list_history.
         """
+        self._settle()
         cursor: Cursor | None = None
         left = limit
         while left > 0:

@@ -35,6 +35,7 @@ TIMEOUT = 30.0
 
 
 def counts(live: Live) -> tuple[int, int]:
+    live.store.flush()  # recommendations are written behind (store/behind.py)
     with live.store.engine.connect() as c:
         recs = c.execute(select(func.count()).select_from(RecommendationRow)).scalar_one()
         execs = c.execute(select(func.count()).select_from(ExecutionRow)).scalar_one()
