@@ -20,6 +20,7 @@ from recommender.cli.options import (
     history_limit,
     metrics_port,
     non_negative,
+    percents,
     port,
     positive,
     quantile,
@@ -172,8 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-actions", type=non_negative, default=0,
                     help="GenTD26: first N pods only; synthetic: number of actions (40)")
     ev.add_argument("--executions", type=positive, default=6000, help="synthetic executions")
-    ev.add_argument("--retrain-every", type=non_negative, default=1000,
-                    help="synthetic: run the retraining job every N executions")
+    ev.add_argument("--runner", choices=["grpc", "in-process"], default="grpc",
+                    help="grpc (default): a real `recommender serve` in a child process "
+                    "called over a loopback socket, executions stamped on the wall clock when "
+                    "recorded, `recommender retrain` in a child process and the server "
+                    "given time to load what it promoted, as a live runner sees the service; "
+                    "in-process: the same calls to the use cases on trace time (several times "
+                    "faster, for tuning)")
+    ev.add_argument("--retrain-at", type=percents, default=percents("30,50,70,90"),
+                    metavar="PERCENTS",
+                    help="run the retraining job at these points of every sequence, in "
+                    "percent (default 30,50,70,90; 'none' for never)")
+    ev.add_argument("--retrain-every", type=non_negative, default=0,
+                    help="also run the retraining job every N executions (default 0: never)")
     ev.add_argument("--catalog-override", default=None)
     ev.add_argument("--verbose", action="store_true", help="print each retraining result")
     ev.add_argument("--quiet", action="store_true", help="no progress output")
