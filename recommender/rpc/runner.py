@@ -79,7 +79,10 @@ class GrpcRunner:
         self.catalog_override = catalog_override
         self.workdir = workdir
         self.reload_waits: list[float] = []
-        """Seconds from the end of each promoting retrain to the server serving the version."""
+        """Seconds from the end of each promoting retrain to the server serving the version
+        (a retrain after which it already served it adds none)."""
+        self.reload_misses = 0
+        """Retrains after which the server did not serve the promoted version in time."""
 
     def recommend(self, request: Request, at: datetime) -> Attempt:
         reply = self.recommender.Recommend(request_message(request),
@@ -125,17 +128,19 @@ class GrpcRunner:
             raise ServerFailed(f"recommender retrain exited {done.returncode}: "
                                f"{done.stderr[-3000:]}")
         said = (done.stdout.strip().splitlines() or ["(nothing printed)"])[0]
-        want = self.serving_version()
-        if want == self.loaded_version():
-            return f"retrain: {said}"
+        want, before = self.serving_version(), self.loaded_version()
+        if want == before:
+            return f"retrain: {said}; the server serves {want or 'no version'}"
         started = time.monotonic()
         deadline = started + config.REPLAY_RELOAD_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.loaded_version() == want:
                 waited = time.monotonic() - started
                 self.reload_waits.append(waited)
-                return f"retrain: {said}; the server serves {want or 'none'} after {waited:.1f} s"
+                return (f"retrain: {said}; the server serves {want or 'no version'} after "
+                        f"{waited:.1f} s")
             time.sleep(0.1)
+        self.reload_misses += 1
         return (f"retrain: {said}; the server still serves {self.loaded_version() or 'none'} "
                 f"after {config.REPLAY_RELOAD_TIMEOUT_S:.0f} s, not {want or 'none'}")
 
