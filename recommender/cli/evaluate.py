@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,13 +110,14 @@ def retraining_said(retrain_at: tuple[float, ...], every: int) -> str:
 
 
 def database_url_of(args: argparse.Namespace) -> str:
-    """--database-url or RECOMMENDER_DATABASE_URL, checked; '' for a temporary SQLite file
-    per replay (evaluate never uses the service's default database)."""
+    """--database-url, checked; '' for a temporary SQLite file per replay. Never the
+    service's own database (RECOMMENDER_DATABASE_URL or the default): a replay writes
+    thousands of made-up executions."""
     from recommender.cli.options import database_url
 
-    if not (args.database_url or os.environ.get("RECOMMENDER_DATABASE_URL")):
+    if not args.database_url:
         return ""
-    return database_url(args)
+    return database_url(argparse.Namespace(database_url=args.database_url))
 
 
 def runner_factory(kind: str, catalog: Catalog, database_url: str,

@@ -163,10 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--quiet", action="store_true", help="no progress output")
     ret.set_defaults(fn=cmd_retrain)
 
-    ev = with_db(sub.add_parser(
+    ev = sub.add_parser(
         "evaluate", help="replay traces in time order through the service and the baselines "
         "(VPA, Ryax 26.10, max x 1.2, declared, oracle); prints OOM rate, retries, slack, "
-        "reserved GB-h"))
+        "reserved GB-h")
+    ev.add_argument("--database-url", default=None,
+                    help="an empty database to replay the service into, e.g. PostgreSQL "
+                    "(default: a new temporary SQLite file per replay; every replay of the "
+                    "service adds to this one, so give one trace; RECOMMENDER_DATABASE_URL is "
+                    "not read: a replay never writes into the service's own database)")
     ev.add_argument("--trace", choices=["gentd26", "synthetic", "step", "all"], default="all")
     ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
                                                            "../shared/traces"))
@@ -178,8 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "called over a loopback socket, executions stamped on the wall clock when "
                     "recorded, `recommender retrain` in a child process and the server "
                     "given time to load what it promoted, as a live runner sees the service; "
-                    "in-process: the same calls to the use cases on trace time (several times "
-                    "faster, for tuning)")
+                    "in-process: the same calls to the use cases on trace time (faster, for "
+                    "tuning)")
     ev.add_argument("--retrain-at", type=percents, default=percents("30,50,70,90"),
                     metavar="PERCENTS",
                     help="run the retraining job at these points of every sequence, in "
