@@ -212,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from recommender.core.catalog import CatalogError
     from recommender.core.domain import StoreUnavailable
     from recommender.rpc.auth import AuthConfigError
+    from recommender.rpc.runner import ServerFailed
     from recommender.rpc.server import TlsConfigError
 
     def refuse(message: str, status: int) -> int:
@@ -231,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return refuse(f"TLS: {e}", 2)
     except StoreUnavailable as e:
         return refuse(f"database unavailable: {e}", 3)
+    except ServerFailed as e:  # the live replay's own server or retraining job
+        return refuse(f"recommender {args.command}: {e}", 1)
 
 
 if __name__ == "__main__":
