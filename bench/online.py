@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> None:
         for features in (False, True):
             samples = _history(n, features)
             names = common_features(samples)
-            fit = _median_us(lambda s=samples, f=names: fit_action(s, NOW.timestamp(), f, 0.2),
+            fit = _median_us(lambda s=samples, f=names: fit_action(s, f, 0.2),
                              reps)
             models = ActionModels()
             estimator = default_estimator(models=models)

@@ -79,7 +79,7 @@ def test_inputs_explain_the_peak_and_the_model_finds_it() -> None:
         batch = float(2 ** rng.randint(0, 6))
         peak = (2000 + 150 * batch) * math.exp(rng.gauss(0, 0.03))
         samples.append(run(peak, i, {"batch_size": batch}))
-    model = fit_action(samples, NOW.timestamp(), ("batch_size",), 0.25)
+    model = fit_action(samples, ("batch_size",), 0.25)
     assert model is not None and model.fits[0].design.features == ("batch_size",)
     small = model.predict({"batch_size": 1.0})
     big = model.predict({"batch_size": 64.0})
@@ -94,8 +94,8 @@ def test_each_action_is_calibrated_on_its_own_errors() -> None:
     rng = random.Random(2)
     steady = [run(5000 * math.exp(rng.gauss(0, 0.02)), i) for i in range(40)]
     jumpy = [run(5000 * math.exp(rng.gauss(0, 0.3)), i) for i in range(40)]
-    a = fit_action(steady, NOW.timestamp(), (), 0.1)
-    b = fit_action(jumpy, NOW.timestamp(), (), 0.1)
+    a = fit_action(steady, (), 0.1)
+    b = fit_action(jumpy, (), 0.1)
     assert a is not None and b is not None
     pa, pb = a.predict({}), b.predict({})
     assert pa is not None and pb is not None
@@ -105,19 +105,91 @@ def test_each_action_is_calibrated_on_its_own_errors() -> None:
 def test_a_step_up_is_followed_within_a_few_executions() -> None:
     before = [run(4000, i) for i in range(5, 40)]
     after = [run(7000, i) for i in range(5)]
-    model = fit_action(after + before, NOW.timestamp(), (), 0.1)
+    model = fit_action(after + before, (), 0.1)
     assert model is not None
     found = model.predict({})
     assert found is not None and found[0].quantile(0.9) > 6500
 
 
+def _steady(n: int, level: float = 6000.0, spread: float = 0.08, seed: int = 5,
+            start: int = 0) -> list[Sample]:
+    rng = random.Random(seed)
+    return [run(level * math.exp(rng.gauss(0, spread)), i) for i in range(start, start + n)]
+
+
+def test_one_execution_far_above_the_usual_sizes_the_next_for_the_new_level() -> None:
+    """A new version of the code: the first run after the step OOMed and recorded 11 GB against
+    a steady 6 GB. The next estimate must not go back to 6 GB x the usual spread (the second
+    OOM the step-change workload showed), but cover the new level."""
+    history = _steady(60, start=1)
+    before = fit_action(history, (), 0.1)
+    after = fit_action([run(11000, 0), *history], (), 0.1)
+    assert before is not None and after is not None
+    plain = before.predict({})
+    moved = after.predict({})
+    assert plain is not None and moved is not None
+    assert plain[0].quantile(0.95) < 8000
+    assert moved[0].quantile(0.95) > 10500
+    # The design with a long memory, on its own, would still expect 6 GB: the change does it.
+    decayed = next(f for f in after.fits if f.design.name == "decayed history").with_changes(0.1)
+    assert sum(p for p, _, _ in decayed.changes) > 0.5
+    need = decayed.predict({})
+    assert need is not None and need.quantile(0.95) > 10500
+    assert "chance its level changed" in need.describe()
+
+
+def test_ordinary_scatter_leaves_the_estimate_alone() -> None:
+    model = fit_action(_steady(60), (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    assert sum(p for p, _, _ in need.changes) < 0.1
+    without = Predictive(need.loc, need.scale, need.df)
+    assert need.quantile(0.95) == pytest.approx(without.quantile(0.95), rel=0.03)
+
+
+def test_a_spike_that_does_not_return_fades() -> None:
+    history = _steady(60, start=3)
+    spike = [run(6000, 0), run(6100, 1), run(11000, 2), *history]
+    model = fit_action(spike, (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    assert sum(p for p, _, _ in found[0].changes) < 0.2
+    assert found[0].quantile(0.95) < 9000
+
+
+def test_the_mixture_quantile_inverts_its_survival() -> None:
+    need = Predictive(math.log(6000), 0.1, 12, changes=((0.4, math.log(11000), 0.15),
+                                                         (0.1, math.log(9000), 0.2)))
+    for q in (0.5, 0.9, 0.95, 0.99):
+        assert need.survival(need.quantile(q)) == pytest.approx(1 - q, abs=2e-3)
+    assert need.survival(6000) > 0.4  # the new levels carry half the mass above the old one
+
+
+def test_ages_of_years_neither_underflow_nor_change_the_fit() -> None:
+    """Executions stamped long ago (a replayed trace) weigh as they do when stamped today: ages
+    count from the newest execution."""
+    recent = _steady(40)
+    shift = timedelta(days=3650)
+    old = [Sample(s.at - shift, s.peak_mib, s.slice_mib, s.outcome, execution_id=s.execution_id)
+           for s in recent]
+    a, b = fit_action(recent, (), 0.1), fit_action(old, (), 0.1)
+    assert a is not None and b is not None
+    pa, pb = a.predict({}), b.predict({})
+    assert pa is not None and pb is not None
+    assert math.isfinite(pb[0].loc)
+    assert pb[0].quantile(0.95) == pytest.approx(pa[0].quantile(0.95), rel=1e-9)
+
+
 def test_models_are_fitted_once_per_history() -> None:
     models = ActionModels()
     samples = [run(3000, i) for i in range(10)]
-    first = models.get("a", samples, NOW.timestamp(), 0.1)
-    assert models.get("a", samples, NOW.timestamp() + 60, 0.1) is first
+    first = models.get("a", samples, 0.1)
+    assert models.get("a", samples, 0.1) is first
     assert models.fitted == 1
-    models.get("a", [run(3100, -1), *samples], NOW.timestamp(), 0.1)
+    models.get("a", [run(3100, -1), *samples], 0.1)
     assert models.fitted == 2
 
 

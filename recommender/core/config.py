@@ -106,6 +106,27 @@ ONLINE_MAX_FEATURES = 4
 ONLINE_MEMO_ACTIONS = 20_000
 """Actions whose fitted models a replica keeps (a few KB each), like CACHE_MAX_ACTIONS."""
 
+ONLINE_CHANGE_HAZARD = 0.01
+"""Prior chance that an action's level changes at any one execution (a new version of its code
+every hundred runs or so). Low, so that ordinary scatter never moves an estimate; a single
+execution several scales off the usual still makes a change likely (its Bayes factor is in the
+hundreds), and the next slice is sized for the new level before a second OOM proves it."""
+
+ONLINE_CHANGE_SCALE = 0.4
+"""Prior spread of such a change, in log MiB: new versions of code seen in the step-change
+workload and in practice move memory by tens of percent up to about 2x (log 2 = 0.69)."""
+
+ONLINE_CHANGE_LOOKBACK = 20
+"""Executions back that a change is looked for: by then the rank decay (half-life 6) has moved
+the design's own level most of the way to the new one."""
+
+ONLINE_CHANGE_MIN_BEFORE = 3
+"""Executions before a candidate change needed to know what "usual" was."""
+
+ONLINE_CHANGE_MIN_PROBABILITY = 0.002
+"""A level change less likely than this in all is left out: it would not move a p95 or an
+expected cost, and it costs a t tail on every Recommend."""
+
 ONLINE_MIN_SAMPLES_OVER_LEARNED = 10
 """An action's own online model takes precedence over the offline learned model from this many
 executions on; before, a serving offline model (which has seen other actions) comes first."""

@@ -30,7 +30,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -79,6 +79,23 @@ class Fit:
     """Weighted leave-one-out pinball loss (MiB) of the calibrated bound: lower is better."""
     samples: int
     mean_level_mib: float
+    log_loo: FloatArray = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
+    """Leave-one-out errors in log MiB, newest first, and their weights: what a level change
+    is judged on (`with_changes`)."""
+    loo_weights: FloatArray = field(default_factory=lambda: np.zeros(0), compare=False,
+                                    repr=False)
+    changes: tuple[tuple[float, float, float], ...] = ()
+    """(probability, shift, variance of the shift) in log MiB: the action's level may have moved
+    in its last executions by that much (`_level_changes`)."""
+
+    def with_changes(self, prior_log_scale: float) -> Fit:
+        """The fit with its level changes weighed. Only for a fit that may serve: it costs
+        more than the fit itself. A design that follows only the last few runs has no usual
+        level to change from."""
+        if self.design.weight_half_life < config.ONLINE_HALF_LIFE_EXECUTIONS:
+            return self
+        changes = _level_changes(self.log_loo, self.loo_weights, prior_log_scale, self.df)
+        return replace(self, changes=changes) if changes else self
 
     def row(self, features: Mapping[str, float]) -> FloatArray | None:
         values = [1.0]
@@ -98,8 +115,22 @@ class Fit:
         loc = float(x @ self.coef)
         z = self.r_inv.T @ x
         leverage = float(z @ z)
-        return Predictive(loc=loc, scale=self.scale * math.sqrt(1.0 + leverage), df=self.df,
-                          log_space=self.design.log_space)
+        scale = self.scale * math.sqrt(1.0 + leverage)
+        return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
+                          changes=self._shifted(loc, scale))
+
+    def _shifted(self, loc: float, scale: float) -> tuple[tuple[float, float, float], ...]:
+        """Each level change as a component in the design's own space: in log MiB the shift
+        adds to the location and its uncertainty to the variance; in MiB both scale with it."""
+        out = []
+        for p, shift, var in self.changes:
+            if self.design.log_space:
+                out.append((p, loc + shift, math.sqrt(scale * scale + var)))
+            else:
+                factor = math.exp(shift)
+                out.append((p, loc * factor,
+                            factor * math.sqrt(scale * scale + loc * loc * var)))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -117,11 +148,14 @@ class ActionModel:
         return None
 
 
-def _weights(samples: Sequence[Sample], now_s: float, half_life_executions: float
-             ) -> FloatArray:
+def _weights(samples: Sequence[Sample], half_life_executions: float) -> FloatArray:
+    """By rank and by age. Age is counted from the newest sample, not from now: every weight
+    shares the factor for the newest sample's own age, and the fits only use weights relative
+    to each other, so the fit does not change as time passes (no refit when the clock moves)
+    and ages of years (executions stamped long ago) do not underflow."""
     ranks = np.arange(len(samples), dtype=np.float64)
-    ages = np.maximum(now_s - np.fromiter((s.at_s for s in samples), np.float64, len(samples)),
-                      0.0)
+    at = np.fromiter((s.at_s for s in samples), np.float64, len(samples))
+    ages = np.maximum(at.max() - at, 0.0)
     return np.asarray(
         0.5 ** (ranks / half_life_executions)
         * 0.5 ** (ages / config.HISTORY_HALF_LIFE.total_seconds()))
@@ -191,7 +225,69 @@ def _fit(design: Design, inputs: Mapping[str, FloatArray], y_mib: FloatArray, w:
     pinball = np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
     loss = float(np.sum(w_ok * pinball) / w_ok.sum())
     r_inv = np.linalg.inv(r)
-    return Fit(design, coef, r_inv, scale, df, loss, int(ok.sum()), level)
+    log_loo = loo if design.log_space else (
+        np.log(y_mib) - np.log(np.maximum(y_mib - loo, 1.0)))
+    return Fit(design, coef, r_inv, scale, df, loss, int(ok.sum()), level, log_loo, w_ok)
+
+
+def _log_t_density(x: FloatArray, scale: float, df: float) -> FloatArray:
+    """log of the t density up to the constant shared by every call with the same scale."""
+    return np.asarray(-0.5 * (df + 1.0) * np.log1p((x / scale) ** 2 / df))
+
+
+_SHIFT_GRID = np.linspace(-4.0, 4.0, 81)
+"""Shifts tried, in prior scales: the integral over the unknown shift is a sum on this grid."""
+
+
+def _level_changes(residuals: FloatArray, weights: FloatArray, prior_log_scale: float,
+                   df: float) -> tuple[tuple[float, float, float], ...]:
+    """Has the action's level moved in its last m executions (a new version of its code)?
+
+    `residuals` are the design's leave-one-out errors in log MiB, newest first, `weights` the
+    design's (the usual spread is the one the design itself sees). For each m up
+    to ONLINE_CHANGE_LOOKBACK, "the last m moved together by an unknown shift (normal, scale
+    ONLINE_CHANGE_SCALE)" is weighed against "they are the usual scatter" by their likelihood
+    under t errors with the spread of the executions before them (so one outlier among them is
+    still scatter: a shift must explain them all), with a prior chance ONLINE_CHANGE_HAZARD of
+    a change at each execution. A single execution far off the usual makes a change likely at
+    once, so the next slice is sized for the new level before a second OOM proves it; when the
+    next executions come back to the old level the hypothesis fades. Without a surprise, every
+    hypothesis stays below ONLINE_CHANGE_MIN_PROBABILITY and the prediction is the design's."""
+    n = residuals.shape[0]
+    lookback = min(config.ONLINE_CHANGE_LOOKBACK, n - config.ONLINE_CHANGE_MIN_BEFORE)
+    if lookback < 1:
+        return ()
+    before, w = residuals[lookback:], weights[lookback:]
+    n_eff = float(w.sum() ** 2 / max(float(np.sum(w * w)), 1e-300))
+    usual = float(np.sum(w * before * before) / max(float(w.sum()), 1e-300))
+    prior_df = config.ONLINE_PRIOR_DF
+    scale = math.sqrt((usual * n_eff + prior_log_scale ** 2 * prior_df) / (n_eff + prior_df))
+    recent = residuals[:lookback]
+    tau = config.ONLINE_CHANGE_SCALE
+    shifts = _SHIFT_GRID * tau
+    log_prior = -0.5 * _SHIFT_GRID ** 2
+    log_prior -= np.log(np.sum(np.exp(log_prior)))
+    # gain[g, m-1]: log likelihood ratio of the newest m under shift g against no shift.
+    gain = np.cumsum(_log_t_density(recent[None, :] - shifts[:, None], scale, df)
+                     - _log_t_density(recent, scale, df)[None, :], axis=1)
+    joint = log_prior[:, None] + np.minimum(gain, 200.0)
+    top = joint.max(axis=0)
+    like = np.exp(joint - top)
+    log_bf = top + np.log(like.sum(axis=0))
+    hazard = config.ONLINE_CHANGE_HAZARD
+    odds = np.exp(np.log(hazard / max(1.0 - hazard * lookback, 1e-9)) + np.minimum(log_bf, 200.0))
+    prob = odds / (1.0 + float(odds.sum()))
+    total = float(prob.sum())
+    if total < config.ONLINE_CHANGE_MIN_PROBABILITY:
+        return ()
+    # One component for all of them (their probability, the mean and spread of their shifts):
+    # each component costs a t tail on every Recommend, and they mostly agree on the shift.
+    post = like / like.sum(axis=0)
+    each = prob / total
+    mean = float(shifts @ post @ each)
+    second = float((shifts ** 2) @ post @ each)
+    step = tau * float(_SHIFT_GRID[1] - _SHIFT_GRID[0])
+    return ((total, mean, max(second - mean * mean, step * step)),)
 
 
 _INFORMATIVE = frozenset((Outcome.SUCCEEDED, Outcome.OOM))
@@ -201,7 +297,7 @@ def _newest_first(row: tuple[Sample, float]) -> float:
     return -row[0].at_s
 
 
-def fit_action(samples: Sequence[Sample], now_s: float, feature_names: Sequence[str],
+def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
                prior_log_scale: float) -> ActionModel | None:
     """Every design that can be fitted on `samples` (newest first), best first."""
     rows = [(s, v) for s in samples
@@ -221,13 +317,16 @@ def fit_action(samples: Sequence[Sample], now_s: float, feature_names: Sequence[
     for d in _designs(feature_names, len(informative)):
         hl = d.weight_half_life
         if hl not in weights:
-            weights[hl] = _weights(informative, now_s, hl)
+            weights[hl] = _weights(informative, hl)
         if (f := _fit(d, inputs, y, weights[hl], prior_log_scale)) is not None:
             fits.append(f)
     if not fits:
         return None
     fits.sort(key=lambda f: f.loss)
-    return ActionModel(tuple(fits))
+    # The best design, and the best without inputs (what serves a request that lacks them).
+    serving = {0, next((i for i, f in enumerate(fits) if not f.design.features), 0)}
+    return ActionModel(tuple(f.with_changes(prior_log_scale) if i in serving else f
+                             for i, f in enumerate(fits)))
 
 
 def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
@@ -244,8 +343,8 @@ def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
 
 
 class ActionModels:
-    """Fitted models per action, refitted when the action's history changes (or an hour
-    passed: age weights move); bounded, safe across threads."""
+    """Fitted models per action, refitted when the action's history changes; bounded, safe
+    across threads."""
 
     def __init__(self, max_actions: int = config.ONLINE_MEMO_ACTIONS) -> None:
         self.max_actions = max_actions
@@ -254,19 +353,19 @@ class ActionModels:
         self._lock = threading.Lock()
         self.fitted = 0
 
-    def get(self, action_id: str, samples: Sequence[Sample], now_s: float,
-            prior_log_scale: float) -> ActionModel | None:
+    def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float
+            ) -> ActionModel | None:
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]
         key = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id, oldest.at_s,
-               int(now_s // 3600), round(prior_log_scale, 3))
+               round(prior_log_scale, 3))
         with self._lock:
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
                 return found[1]
-        model = fit_action(samples, now_s, common_features(samples), prior_log_scale)
+        model = fit_action(samples, common_features(samples), prior_log_scale)
         with self._lock:
             self.fitted += 1
             self._fits[action_id] = (key, model)

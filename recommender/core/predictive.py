@@ -18,13 +18,15 @@ every pool on every Recommend, with no SciPy in the core.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Protocol
 
 _NORMAL = NormalDist()
 MIN_DF = 2.0
 """The approximation's lower limit; fewer degrees of freedom are treated as 2 (heavy enough)."""
+MENTION_CHANGE = 0.05
+"""A level change this likely is named in the reason; below it, it hardly moves the answer."""
 
 
 def _t_to_z(t: float, df: float) -> float:
@@ -50,7 +52,12 @@ def t_quantile(q: float, df: float) -> float:
 
 @dataclass(frozen=True)
 class Predictive:
-    """need = transform(loc + scale * T_df); transform is exp in log space, identity in MiB."""
+    """need = transform(loc + scale * T_df); transform is exp in log space, identity in MiB.
+
+    `changes` are other hypotheses mixed in: (probability, loc, scale) of the same t in the
+    same space, each a level the action may have moved to in its last executions (a new
+    version of its code; `core.online`). Their probabilities sum below 1; the rest is the
+    main one's."""
 
     loc: float
     scale: float
@@ -58,38 +65,75 @@ class Predictive:
     log_space: bool = True
     floor_mib: float = 0.0
     """Known for certain (a recent OOM, a declared figure): no need below it."""
+    changes: tuple[tuple[float, float, float], ...] = ()
+
+    def _x(self, mib: float) -> float | None:
+        if self.log_space:
+            return math.log(mib) if mib > 0 else None
+        return mib
+
+    def _tail(self, x: float) -> float:
+        main = 1.0 - sum(p for p, _, _ in self.changes)
+        total = main * _survival(x, self.loc, self.scale, self.df)
+        for p, loc, scale in self.changes:
+            total += p * _survival(x, loc, scale, self.df)
+        return total
 
     def survival(self, mib: float) -> float:
         """P(need > mib): the chance that a slice of `mib` runs out of memory."""
         if mib < self.floor_mib:
             return 1.0
-        if self.log_space:
-            if mib <= 0:
-                return 1.0
-            x = math.log(mib)
-        else:
-            x = mib
-        if self.scale <= 0:
-            return 0.0 if x >= self.loc else 1.0
-        return t_survival((x - self.loc) / self.scale, self.df)
+        x = self._x(mib)
+        return 1.0 if x is None else self._tail(x)
 
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
         x = self.loc + self.scale * t_quantile(q, self.df)
+        if self.changes:
+            x = self._mixture_quantile(q, x)
         mib = math.exp(min(x, 50.0)) if self.log_space else x
         return max(mib, self.floor_mib)
+
+    def _mixture_quantile(self, q: float, main: float) -> float:
+        """Bisection between the components' own quantiles, which bracket the mixture's."""
+        ends = [main] + [loc + scale * t_quantile(q, self.df) for _, loc, scale in self.changes]
+        lo, hi = min(ends), max(ends)
+        target = 1.0 - q
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if self._tail(mid) > target:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= 2e-4 * max(1.0, abs(mid)):
+                break
+        return hi
 
     def with_floor(self, floor_mib: float) -> Predictive:
         if floor_mib <= self.floor_mib:
             return self
-        return Predictive(self.loc, self.scale, self.df, self.log_space, floor_mib)
+        return replace(self, floor_mib=floor_mib)
 
     def describe(self) -> str:
         space = "log MiB" if self.log_space else "MiB"
-        centre = math.exp(self.loc) if self.log_space else self.loc
         spread = (f"x{math.exp(self.scale):.2f}" if self.log_space
                   else f"+-{self.scale:,.0f} MiB")
-        return f"median {centre:,.0f} MiB, scale {spread} ({space}, {self.df:.0f} df)"
+        text = f"median {self._mib(self.loc):,.0f} MiB, scale {spread} ({space}, {self.df:.0f} df)"
+        chance = sum(c[0] for c in self.changes)
+        if chance >= MENTION_CHANGE:
+            _, loc, _ = max(self.changes, key=lambda c: c[0])
+            text += (f"; {chance:.0%} chance its level changed in the last executions "
+                     f"(most likely to a median of {self._mib(loc):,.0f} MiB)")
+        return text
+
+    def _mib(self, x: float) -> float:
+        return math.exp(min(x, 50.0)) if self.log_space else x
+
+
+def _survival(x: float, loc: float, scale: float, df: float) -> float:
+    if scale <= 0:
+        return 0.0 if x >= loc else 1.0
+    return t_survival((x - loc) / scale, df)
 
 
 class Tail(Protocol):

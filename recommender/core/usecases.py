@@ -325,7 +325,7 @@ class UseCases:
         if samples:
             pop = self.memory_population()
             self.action_models.get(
-                action_id, samples, self.clock().timestamp(),
+                action_id, samples,
                 pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE)
 
     def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
