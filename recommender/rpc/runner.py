@@ -178,7 +178,7 @@ def serving(database_url: str = "", *, catalog_override: str | None = None
             args += ["--catalog-override", catalog_override]
         with out_path.open("wb") as out, log_path.open("wb") as err:
             proc = subprocess.Popen(args, cwd=folder, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err)
+                                    stderr=err, preexec_fn=_die_with_parent)
         try:
             port, metrics_port = _wait_listening(proc, out_path, log_path)
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -203,6 +203,17 @@ def _wait_listening(proc: subprocess.Popen[bytes], out_path: Path, log_path: Pat
         time.sleep(0.05)
     raise ServerFailed(f"recommender serve did not start (exit {proc.poll()}): "
                        f"{log_path.read_text(errors='replace')[-3000:]}")
+
+
+def _die_with_parent() -> None:
+    """In the server child before it runs: SIGTERM when the replay dies without stopping it
+    (killed outright), so no server is left behind holding a port. Linux only (prctl)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
