@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -84,6 +86,9 @@ def test_evaluate_command_prints_the_table() -> None:
     assert out.returncode == 0, out.stderr
     for row in ("IntelliScale (this service)", "Kubernetes VPA", "Ryax 26.10", "oracle"):
         assert row in out.stdout
+    # By default the service is a real server, retrained at 30/50/70/90 % of the sequence.
+    assert "over gRPC" in out.stdout and "retrained at 30%, 50%, 70%, 90%" in out.stdout
+    assert out.stdout.count("retrain: ") == 4
 
 
 @pytest.mark.slow
@@ -108,3 +113,126 @@ def test_the_bar_on_the_generated_workload(catalog: Catalog) -> None:
     vpa = replay.replay_rule("vpa", replay.vpa, t, slices)
     assert ours.oom_rate < vpa.oom_rate
     assert ours.reserved_gbh <= vpa.reserved_gbh
+
+
+# --- the runner seam: in process and over gRPC -----------------------------------------------
+
+
+def test_retraining_points_of_a_sequence() -> None:
+    assert replay.retrain_points(10, replay.RETRAIN_AT) == {3, 5, 7, 9}
+    assert replay.retrain_points(10, (0.5,), retrain_every=4) == {4, 5, 8}
+    assert replay.retrain_points(3, (0.01, 0.99)) == set()  # never before the first nor after
+    assert replay.retrain_points(10) == set()
+
+
+def test_retrain_at_option() -> None:
+    import argparse
+
+    from recommender.cli.options import percents
+
+    assert percents("90,30,50") == (0.3, 0.5, 0.9)
+    assert percents("none") == ()
+    for bad in ("0", "100", "x", "30,,50"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            percents(bad)
+
+
+def new_actions(actions: int = 76, per: int = 8, seed: int = 5) -> list[TraceExecution]:
+    """Actions one after another, each a short run whose peaks grow with its inputs the same
+    way: past the middle of the sequence every action is new, so what serves its first
+    executions is the learned (pooled) model once a retrain has promoted one."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for a in range(actions):
+        base = rng.uniform(2000, 4000)
+        for _ in range(per):
+            batch = float(2 ** rng.randint(0, 6))
+            size = math.exp(rng.gauss(3.0, 0.8))
+            peak = (base + 20.0 * batch * math.sqrt(size)) * math.exp(rng.gauss(0, 0.03))
+            out.append(TraceExecution(f"a{a:03d}", T0 + timedelta(minutes=2 * len(out)), peak,
+                                      10 / 60, {"batch_size": batch, "input_mb": round(size, 3)}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def over_grpc(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[replay.Metrics, list[object], str]:
+    """The trace above replayed over gRPC against a real server, retrained at 50 %."""
+    from recommender.rpc.runner import GrpcRunner, serving
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('replay')}/live.db"
+    runners: list[GrpcRunner] = []
+
+    @contextmanager
+    def start() -> Iterator[GrpcRunner]:
+        with serving(url) as runner:
+            runners.append(runner)
+            yield runner
+
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    m = replay.replay_service("live", new_actions(), pools, catalog, retrain_at=(0.5,),
+                              runner=start)
+    return m, list(runners), url
+
+
+def test_a_retrain_over_grpc_promotes_and_the_server_serves_it(
+        over_grpc: tuple[replay.Metrics, list[object], str]) -> None:
+    m, runners, _ = over_grpc
+    assert len(m.retrains) == 1 and "promoted against" in m.retrains[0], m.retrains
+    version = m.retrains[0].split("version ")[1].split(":")[0]
+    assert f"the server serves {version}" in m.retrains[0]
+    # Every action after the retrain is new: the pooled model answers its first executions.
+    assert m.first_from.get(f"model ({version})", 0) >= 0.4 * m.executions, m.first_from
+    assert runners[0].reload_misses == 0  # type: ignore[attr-defined]
+
+
+def test_the_live_replay_stamps_executions_when_recorded(
+        over_grpc: tuple[replay.Metrics, list[object], str]) -> None:
+    from sqlalchemy import create_engine, text
+
+    m, _, url = over_grpc
+    engine = create_engine(url)
+    with engine.connect() as c:
+        n, first, last = c.execute(text(
+            "select count(*), min(ended_at), max(ended_at) from executions")).one()
+        shortest = c.execute(text("select min(julianday(ended_at) - julianday(started_at)) "
+                                  "from executions")).scalar_one()
+    engine.dispose()
+    assert n == m.executions
+    ended = [datetime.fromisoformat(str(t)).replace(tzinfo=UTC) for t in (first, last)]
+    now = datetime.now(UTC)
+    # Wall-clock stamps: the whole replay took minutes, not the trace's 20 hours.
+    assert ended[0] > T0 + timedelta(days=30) and ended[1] - ended[0] < timedelta(minutes=30)
+    assert now - ended[1] < timedelta(minutes=30)
+    assert shortest * 24 == pytest.approx(10 / 60, rel=1e-3)  # started its duration before
+
+
+def test_both_runners_give_comparable_metrics(
+        catalog: Catalog, over_grpc: tuple[replay.Metrics, list[object], str]) -> None:
+    live, _, _ = over_grpc
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    fast = replay.replay_service("fast", new_actions(), pools, catalog, retrain_at=(0.5,))
+    assert "promoted against" in fast.retrains[0]
+    assert fast.executions == live.executions
+    by_model = {k.split(" ")[0]: v for k, v in fast.first_from.items()}
+    assert by_model == {k.split(" ")[0]: v for k, v in live.first_from.items()}
+    assert abs(fast.first_oom - live.first_oom) <= 3
+    assert live.reserved_gbh == pytest.approx(fast.reserved_gbh, rel=0.05)
+
+
+def test_an_oom_over_grpc_climbs_the_ladder(catalog: Catalog) -> None:
+    from recommender.rpc.runner import serving
+
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    slices = replay.Slices.of(pools)
+    t = trace([3000.0] * 6 + [70000.0])
+    m = replay.replay_service("live", t, pools, catalog, runner=serving)
+    # The last execution starts on a slice for 3 GB, dies, and climbs to 7g.80gb, each rung
+    # larger than the last (the first rung after an OOM may skip one by expected cost).
+    assert m.first_oom == 1 and m.unserved == 0
+    rungs = [s for s in slices.mib if slices.fit(3000 * 1.3) < s <= slices.fit(70000)]
+    assert 2 <= m.retries <= len(rungs)
+    assert m.wasted_gbh >= m.retries * slices.fit(3000) / 1024  # each failed attempt held one

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from recommender.core.catalog import Catalog
+    from recommender.evaluation.replay import RunnerFactory
+
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replays traces through the service and the baselines; prints DESIGN.md section 5."""
@@ -26,7 +29,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args.catalog_override)
     traces_dir = Path(args.traces_dir)
-    runs: list[tuple[str, list[TraceExecution], tuple[str, ...], int]] = []
+    database_url = database_url_of(args)
+    runner = runner_factory(args.runner, catalog, database_url, args.catalog_override)
+    retraining = retraining_said(args.retrain_at, args.retrain_every)
+    runs: list[tuple[str, list[TraceExecution], tuple[str, ...], bool]] = []
     if args.trace in ("gentd26", "all"):
         if not (traces_dir / "alibaba-gentd26").exists():
             print(f"GenTD26 not found under {traces_dir} (--traces-dir)", file=sys.stderr)
@@ -35,41 +41,42 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "GenTD26 (each pod an action, each hour an execution with that hour's peak; "
             "H100-80GB, H100-94GB and H200 pools, mixed strategy)",
             gentd26_hourly(traces_dir, max_pods=args.max_actions),
-            ("H100-80GB", "H100-94GB", "H200-141GB"), 0))
+            ("H100-80GB", "H100-94GB", "H200-141GB"), False))
     if args.trace in ("synthetic", "all"):
         runs.append((
             "generated workload (memory = base + per-item x batch x sqrt(input), per action; "
-            "A100-80GB and H100-80GB pools; retraining every "
-            f"{args.retrain_every:,} executions)",
+            "A100-80GB and H100-80GB pools)",
             synthetic(actions=args.max_actions or 40, executions=args.executions),
-            ("A100-80GB", "H100-80GB"), args.retrain_every))
+            ("A100-80GB", "H100-80GB"), True))
     if args.trace in ("step", "all"):
         runs.append((
             "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
             "code the request does not reveal; A100-80GB and H100-80GB pools)",
-            step_change(), ("A100-80GB", "H100-80GB"), 0))
+            step_change(), ("A100-80GB", "H100-80GB"), False))
     with Progress(not args.quiet) as show:
         say = show.note if args.verbose else None
-        for title, trace, models, retrain_every in runs:
+        for title, trace, models, without_features in runs:
             pools = replay.mixed_pools(catalog, models)
             slices = replay.Slices.of(pools)
             actions = len({e.action_id for e in trace})
             show.clear()
-            print(f"\n### {title}\n\n{len(trace):,} executions of {actions} actions\n",
-                  flush=True)
+            print(f"\n### {title}\n\n{len(trace):,} executions of {actions} actions; "
+                  f"the service {RUNNERS[args.runner]}, {retraining}\n", flush=True)
 
             def status(name: str) -> Callable[[str], None]:
                 return lambda m: show(f"{name}: {m}")
 
             name = "IntelliScale (this service)"
             results = [replay.replay_service(
-                name, trace, pools, catalog, retrain_every=retrain_every,
-                database_url=args.database_url or "", progress=say, status=status(name))]
-            if retrain_every:
+                name, trace, pools, catalog, retrain_at=args.retrain_at,
+                retrain_every=args.retrain_every, runner=runner, progress=say,
+                status=status(name))]
+            if without_features:
                 name = "IntelliScale without the request's features"
                 results.append(replay.replay_service(
-                    name, trace, pools, catalog, use_features=False,
-                    database_url=args.database_url or "", status=status(name)))
+                    name, trace, pools, catalog, retrain_at=args.retrain_at,
+                    retrain_every=args.retrain_every, use_features=False, runner=runner,
+                    progress=say, status=status(name)))
             for name, rule in replay.BASELINES.items():
                 if name.startswith("user's") and not any(e.declared_mib for e in trace):
                     continue  # the trace declares nothing
@@ -81,4 +88,45 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             print(replay.table(results, best.reserved_gbh))
             print("\nWhere the service's reserved memory above the oracle comes from:\n")
             print(replay.excess_table(results[0], best.reserved_gbh), flush=True)
+            if results[0].retrains:
+                print("\nRetraining (the service's replay):\n")
+                print("\n".join(f"- {r}" for r in results[0].retrains), flush=True)
     return 0
+
+
+RUNNERS = {
+    "grpc": "called over gRPC as a live runner calls it (a real server, executions stamped "
+            "on the wall clock when recorded)",
+    "in-process": "called in process on trace time (--runner in-process)",
+}
+
+
+def retraining_said(retrain_at: tuple[float, ...], every: int) -> str:
+    points = [f"{f:.0%}" for f in retrain_at]
+    if every:
+        points.append(f"every {every:,} executions")
+    return (f"retrained at {', '.join(points)} of the sequence" if points
+            else "never retrained")
+
+
+def database_url_of(args: argparse.Namespace) -> str:
+    """--database-url, checked; '' for a temporary SQLite file per replay. Never the
+    service's own database (RECOMMENDER_DATABASE_URL or the default): a replay writes
+    thousands of made-up executions."""
+    from recommender.cli.options import database_url
+
+    if not args.database_url:
+        return ""
+    return database_url(argparse.Namespace(database_url=args.database_url))
+
+
+def runner_factory(kind: str, catalog: Catalog, database_url: str,
+                   catalog_override: str | None) -> RunnerFactory:
+    """What starts the service for each replay: a server over gRPC or the use cases."""
+    from recommender.evaluation import replay
+
+    if kind == "in-process":
+        return lambda: replay.in_process(catalog, database_url)
+    from recommender.rpc.runner import serving
+
+    return lambda: serving(database_url, catalog_override=catalog_override)

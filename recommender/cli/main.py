@@ -20,6 +20,7 @@ from recommender.cli.options import (
     history_limit,
     metrics_port,
     non_negative,
+    percents,
     port,
     positive,
     quantile,
@@ -162,18 +163,34 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--quiet", action="store_true", help="no progress output")
     ret.set_defaults(fn=cmd_retrain)
 
-    ev = with_db(sub.add_parser(
+    ev = sub.add_parser(
         "evaluate", help="replay traces in time order through the service and the baselines "
         "(VPA, Ryax 26.10, max x 1.2, declared, oracle); prints OOM rate, retries, slack, "
-        "reserved GB-h"))
+        "reserved GB-h")
+    ev.add_argument("--database-url", default=None,
+                    help="an empty database to replay the service into, e.g. PostgreSQL "
+                    "(default: a new temporary SQLite file per replay; every replay of the "
+                    "service adds to this one, so give one trace; RECOMMENDER_DATABASE_URL is "
+                    "not read: a replay never writes into the service's own database)")
     ev.add_argument("--trace", choices=["gentd26", "synthetic", "step", "all"], default="all")
     ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
                                                            "../shared/traces"))
     ev.add_argument("--max-actions", type=non_negative, default=0,
                     help="GenTD26: first N pods only; synthetic: number of actions (40)")
     ev.add_argument("--executions", type=positive, default=6000, help="synthetic executions")
-    ev.add_argument("--retrain-every", type=non_negative, default=1000,
-                    help="synthetic: run the retraining job every N executions")
+    ev.add_argument("--runner", choices=["grpc", "in-process"], default="grpc",
+                    help="grpc (default): a real `recommender serve` in a child process "
+                    "called over a loopback socket, executions stamped on the wall clock when "
+                    "recorded, `recommender retrain` in a child process and the server "
+                    "given time to load what it promoted, as a live runner sees the service; "
+                    "in-process: the same calls to the use cases on trace time (faster, for "
+                    "tuning)")
+    ev.add_argument("--retrain-at", type=percents, default=percents("30,50,70,90"),
+                    metavar="PERCENTS",
+                    help="run the retraining job at these points of every sequence, in "
+                    "percent (default 30,50,70,90; 'none' for never)")
+    ev.add_argument("--retrain-every", type=non_negative, default=0,
+                    help="also run the retraining job every N executions (default 0: never)")
     ev.add_argument("--catalog-override", default=None)
     ev.add_argument("--verbose", action="store_true", help="print each retraining result")
     ev.add_argument("--quiet", action="store_true", help="no progress output")
@@ -195,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from recommender.core.catalog import CatalogError
     from recommender.core.domain import StoreUnavailable
     from recommender.rpc.auth import AuthConfigError
+    from recommender.rpc.runner import ServerFailed
     from recommender.rpc.server import TlsConfigError
 
     def refuse(message: str, status: int) -> int:
@@ -214,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return refuse(f"TLS: {e}", 2)
     except StoreUnavailable as e:
         return refuse(f"database unavailable: {e}", 3)
+    except ServerFailed as e:  # the live replay's own server or retraining job
+        return refuse(f"recommender {args.command}: {e}", 1)
 
 
 if __name__ == "__main__":

@@ -125,6 +125,25 @@ def _whole(value: str, low: int, high: int, where: str) -> int:
     return n
 
 
+def percents(value: str) -> tuple[float, ...]:
+    """--retrain-at: points of a sequence in percent, comma-separated (30,50,70,90), each
+    strictly between 0 and 100, as fractions in order; 'none' or '' for none."""
+    if value.strip().lower() in ("", "none"):
+        return ()
+    out = []
+    for part in value.split(","):
+        try:
+            x = float(part)
+        except ValueError:
+            x = math.nan
+        if not 0.0 < x < 100.0:
+            raise argparse.ArgumentTypeError(
+                f"{value!r}: percents strictly between 0 and 100, comma-separated "
+                "(30,50,70,90), or none")
+        out.append(x / 100)
+    return tuple(sorted(set(out)))
+
+
 def quantile(value: str) -> float:
     """--quantile: strictly between 0 and 1 (0.98 covers 98 % of peaks)."""
     try:

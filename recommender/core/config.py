@@ -336,6 +336,20 @@ PROMOTE_SEED = 0
 MODEL_POLL_S = 5.0
 """How often a server checks for a newly promoted model version."""
 
+REPLAY_RELOAD_TIMEOUT_S = MODEL_POLL_S + 5.0
+"""Longest the live replay (`recommender evaluate`) waits, after a retraining promoted a
+version, for the server to serve it: one poll interval plus time to load the version's trees.
+The maintainers' protocol gives the servers "a few seconds"; a server slower than this is
+reported, and the replay goes on with whatever it serves."""
+
+REPLAY_CALL_TIMEOUT_S = 30.0
+"""Deadline of each call of the live replay. Longer than a runner's (5 s): the replay measures
+what the service answers, and a slow answer on a loaded machine is not a wrong one."""
+
+REPLAY_START_TIMEOUT_S = 60.0
+"""A replay's server that has not said it listens by then has failed to start (migrating a
+new SQLite file and importing the service takes a few seconds)."""
+
 # --- caching ----------------------------------------------------------------------------
 
 CACHE_TTL_S = 30.0

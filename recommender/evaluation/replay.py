@@ -1,8 +1,11 @@
 """Replays a workload in time order and measures what each sizing rule would have cost.
 
-The service is replayed through its own code paths: UseCases on a real (temporary)
-SQL store, Recommend before each execution, NextAfterOom after each OOM until a rung fits,
-RecordExecution at the end, and, for the learned model, the retraining job at intervals. The
+The service is replayed as the runner calls it (`core.runner.Runner`): Recommend before each
+execution, NextAfterOom after each OOM until a rung fits, RecordExecution at the end, and the
+retraining job at points of the sequence. One loop and one set of metrics serve both runners:
+a real server over gRPC on the wall clock (`recommender.rpc.runner`, what `recommender
+evaluate` uses by default) and the use cases in process on trace time (`InProcessRunner`, on a
+real temporary SQL store, fast, for tuning). The
 baselines of DESIGN.md section 5 are replayed against the same offered slices, the same ladder
 discipline (next bigger slice after an OOM) and the same cold start (an action's first
 execution gets the largest offered slice, as the service's no-information fallback does).
@@ -19,9 +22,10 @@ import math
 import statistics
 import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from recommender.core.catalog import Catalog
 from recommender.core.domain import (
@@ -29,12 +33,14 @@ from recommender.core.domain import (
     Outcome,
     Pool,
     Request,
+    StoredRecommendation,
     Strategy,
     relative_slack,
 )
 from recommender.core.estimation import decay_weight, weighted_quantile
 from recommender.core.ladder import LadderExhausted
 from recommender.core.options import candidate_profiles
+from recommender.core.runner import Attempt, Runner
 from recommender.core.usecases import UseCases
 from recommender.evaluation.traces import TraceExecution
 from recommender.learning.retrain import retrain
@@ -54,6 +60,10 @@ class Metrics:
     slack: list[float] = field(default_factory=list)
     excess_gbh: dict[str, float] = field(default_factory=dict)
     """Reserved GB-h above the oracle's, by where the first recommendation came from."""
+    first_from: dict[str, int] = field(default_factory=dict)
+    """Executions by where their first recommendation came from."""
+    retrains: list[str] = field(default_factory=list)
+    """What each run of the retraining job did (the service's replays only)."""
 
     @property
     def oom_rate(self) -> float:
@@ -173,66 +183,136 @@ def oracle(trace: Sequence[TraceExecution], slices: Slices) -> Metrics:
 # --- the service ----------------------------------------------------------------------------
 
 
+class InProcessRunner:
+    """The use cases called in process on trace time, on a real SQL store: what the server
+    runs, minus the socket and the wall clock (fast, for tuning). The retraining job runs in
+    process and its promoted version serves from the next call."""
+
+    def __init__(self, store: SqlStore, catalog: Catalog) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.now = datetime.now(UTC)
+        self.holder = ModelHolder(store)
+        self.use_cases = UseCases(store, catalog=catalog, learned=self.holder.current,
+                                  clock=lambda: self.now)
+
+    def recommend(self, request: Request, at: datetime) -> Attempt:
+        self.now = at
+        return attempt_of(self.use_cases.recommend(request).recommendation)
+
+    def next_after_oom(self, attempt: Attempt, observed_peak_mib: float, at: datetime
+                       ) -> Attempt | None:
+        self.now = at
+        try:
+            rec = self.use_cases.next_after_oom(attempt.recommendation_id, observed_peak_mib)
+        except LadderExhausted:
+            return None
+        return attempt_of(rec.recommendation)
+
+    def record_execution(self, execution: Execution) -> None:
+        # Recorded at the clock of the execution's start, as the replay always did: on trace
+        # time the next execution of the action starts no earlier than this one did.
+        self.use_cases.record_execution(execution)
+
+    def retrain(self, at: datetime) -> str:
+        self.now = at
+        result = retrain(self.store, self.catalog, now=at)
+        self.holder.refresh()
+        return f"retrain {result.version or '-'}: {result.reason}"
+
+
+def attempt_of(rec: StoredRecommendation) -> Attempt:
+    rung = rec.decision.rung
+    return Attempt(rec.id, rung.gpu_model, rung.profile.name, rung.profile.memory_mib,
+                   rec.decision.source, rec.decision.model_version)
+
+
+@contextmanager
+def in_process(catalog: Catalog, database_url: str = "") -> Iterator[InProcessRunner]:
+    """An in-process runner on `database_url`, or on a temporary SQLite file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = connect(database_url or f"sqlite:///{tmp}/replay.db")
+        migrate(engine)
+        store = SqlStore(engine)
+        try:
+            yield InProcessRunner(store, catalog)
+        finally:
+            store.close()
+            engine.dispose()
+
+
+RunnerFactory = Callable[[], AbstractContextManager[Runner]]
+"""Starts a fresh service (its own empty store) for one replay and stops it afterwards."""
+
+RETRAIN_AT = (0.3, 0.5, 0.7, 0.9)
+"""Where in the sequence the retraining job runs: the maintainers' protocol (issue 11)."""
+
+
+def retrain_points(n: int, retrain_at: Sequence[float] = (), retrain_every: int = 0
+                   ) -> set[int]:
+    """Indices of the executions before which the retraining job runs: each fraction of
+    `retrain_at` of the `n` executions, and every `retrain_every` executions."""
+    points = {round(f * n) for f in retrain_at}
+    if retrain_every:
+        points |= set(range(retrain_every, n, retrain_every))
+    return {i for i in points if 0 < i < n}
+
+
 def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[Pool],
-                   catalog: Catalog, *, retrain_every: int = 0, database_url: str = "",
-                   use_features: bool = True, progress: Callable[[str], None] | None = None,
+                   catalog: Catalog, *, retrain_at: Sequence[float] = (),
+                   retrain_every: int = 0, database_url: str = "", use_features: bool = True,
+                   runner: RunnerFactory | None = None,
+                   progress: Callable[[str], None] | None = None,
                    status: Callable[[str], None] | None = None) -> Metrics:
-    """The service itself: Recommend, NextAfterOom until it fits, RecordExecution; with
-    `retrain_every`, the retraining job runs every that many executions. `progress` hears each
-    retraining's result, `status` the count of executions replayed (a progress display)."""
+    """The service itself, as the runner calls it: Recommend, NextAfterOom until it fits,
+    RecordExecution; the retraining job before the executions `retrain_points` names.
+    `runner` starts the service (default: in process on trace time, on `database_url` or a
+    temporary SQLite file). `progress` hears each retraining's result, `status` the count of
+    executions replayed (a progress display)."""
     say = progress or (lambda _m: None)
     tell = status or (lambda _m: None)
     m = Metrics(name)
     slices = Slices.of(pools)
-    with tempfile.TemporaryDirectory() as tmp:
-        engine_db = connect(database_url or f"sqlite:///{tmp}/replay.db")
-        migrate(engine_db)
-        store = SqlStore(engine_db)
-        now = [trace[0].at if trace else datetime.now()]
-        holder = ModelHolder(store)
-        use_cases = UseCases(store, catalog=catalog, learned=holder.current,
-                            clock=lambda: now[0])
+    points = retrain_points(len(trace), retrain_at, retrain_every)
+    start = runner or (lambda: in_process(catalog, database_url))
+    with start() as service:
         for i, e in enumerate(trace):
-            now[0] = e.at  # the runner asks when the execution starts, records when it ends
             tell(f"{i:,}/{len(trace):,} executions")
-            if retrain_every and i and i % retrain_every == 0:
+            if i in points:
                 tell(f"{i:,}/{len(trace):,} executions, retraining")
-                result = retrain(store, catalog, now=e.at)
-                holder.refresh()
-                say(f"{i:,} executions: retrain {result.version or '-'}: {result.reason}")
+                said = service.retrain(e.at)
+                m.retrains.append(f"{i:,} executions: {said}")
+                say(m.retrains[-1])
             request = Request(
                 action_id=e.action_id, execution_id=f"x{i}", pools=tuple(pools),
                 declared_memory_mib=int(e.declared_mib),
                 features=dict(e.features) if use_features else {},
             )
-            answer = use_cases.recommend(request)
-            rec = answer.recommendation
-            attempts = [float(rec.decision.rung.profile.memory_mib)]
+            first = attempt = service.recommend(request, e.at)
+            attempts = [float(attempt.memory_mib)]
             served = True
             while attempts[-1] < e.peak_mib:
-                try:
-                    rec = use_cases.next_after_oom(rec.id, 0.0).recommendation
-                except LadderExhausted:
+                step = service.next_after_oom(attempt, 0.0, e.at)
+                if step is None:
                     served = False
                     break
-                attempts.append(float(rec.decision.rung.profile.memory_mib))
+                attempt = step
+                attempts.append(float(attempt.memory_mib))
             m.add(attempts, e.peak_mib, e.duration_h, served)
-            first = answer.recommendation.decision
-            source = first.source if first.source != "model" else f"model ({first.model_version})"
+            source = (first.source if first.source != "model"
+                      else f"model ({first.model_version})")
             m.excess_gbh[source] = m.excess_gbh.get(source, 0.0) + (
                 sum(attempts) - slices.fit(e.peak_mib)) / 1024 * e.duration_h
-            rung = rec.decision.rung
-            use_cases.record_execution(Execution(
-                execution_id=f"x{i}", action_id=e.action_id, recommendation_id=rec.id,
-                gpu_model=rung.gpu_model, profile=rung.profile.name,
-                slice_memory_mib=rung.profile.memory_mib, count=1,
-                peak_memory_mib=e.peak_mib if served else rung.profile.memory_mib,
+            m.first_from[source] = m.first_from.get(source, 0) + 1
+            service.record_execution(Execution(
+                execution_id=f"x{i}", action_id=e.action_id,
+                recommendation_id=attempt.recommendation_id, gpu_model=attempt.gpu_model,
+                profile=attempt.profile, slice_memory_mib=attempt.memory_mib, count=1,
+                peak_memory_mib=e.peak_mib if served else attempt.memory_mib,
                 sm_utilization=0.0, duration_s=e.duration_h * 3600, throughput=0.0,
                 outcome=Outcome.SUCCEEDED if served else Outcome.OOM,
                 started_at=e.at, ended_at=e.at + timedelta(hours=e.duration_h),
                 features=dict(e.features)))
-        store.close()
-        engine_db.dispose()
     return m
 
 
@@ -264,13 +344,14 @@ def excess_table(m: Metrics, oracle_gbh: float) -> str:
     """Where the service's reserved memory above the oracle comes from, by the source of each
     execution's first recommendation (a failed attempt's memory counts to that source too)."""
     total = sum(m.excess_gbh.values())
-    lines = ["| first recommendation from | excess GB-h | share of the excess | x oracle |",
-             "|---|---|---|---|"]
+    lines = ["| first recommendation from | executions | excess GB-h | share of the excess | "
+             "x oracle |", "|---|---|---|---|---|"]
     for source, gbh in sorted(m.excess_gbh.items(), key=lambda kv: -kv[1]):
-        lines.append(f"| {source} | {gbh:,.0f} | {gbh / total if total else 0:.0%} | "
-                     f"{gbh / oracle_gbh:.2f} |")
+        lines.append(f"| {source} | {m.first_from.get(source, 0):,} | {gbh:,.0f} | "
+                     f"{gbh / total if total else 0:.0%} | {gbh / oracle_gbh:.2f} |")
     return "\n".join(lines)
 
 
-__all__ = ["BASELINES", "Metrics", "Slices", "excess_table", "mixed_pools", "oracle", "replay_rule",
-           "replay_service", "table"]
+__all__ = ["BASELINES", "RETRAIN_AT", "InProcessRunner", "Metrics", "RunnerFactory", "Slices",
+           "excess_table", "in_process", "mixed_pools", "oracle", "replay_rule", "replay_service",
+           "retrain_points", "table"]
