@@ -288,3 +288,16 @@ def test_report_to_a_missing_folder_is_a_message(tmp_path: Path,
     assert code == 2
     assert f"--out {missing}" in err and "does not exist" in err and "Traceback" not in err
     assert not (tmp_path / "never.db").exists(), "checked before the database is read"
+
+
+def test_evaluate_refuses_one_database_for_several_replays(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    """A second replay on the first one's database would learn from its executions (and its
+    execution ids would be duplicates): a clear error, nothing written."""
+    db = tmp_path / "replay.db"
+    code, _, err = in_process(capsys, "evaluate", "--trace", "synthetic", "--quiet",
+                              "--executions", "50", "--database-url", f"sqlite:///{db}")
+    assert code == 2, err
+    assert "--database-url" in err and "2" in err and "Traceback" not in err
+    assert not db.exists()

@@ -53,6 +53,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
             "code the request does not reveal; A100-80GB and H100-80GB pools)",
             step_change(), ("A100-80GB", "H100-80GB"), False))
+    replays = len(runs) + sum(without for *_, without in runs)
+    if database_url and replays > 1:
+        print(f"--database-url holds one replay's history, and this run makes {replays} "
+              "(--trace all, or synthetic with its replay without features): a later one would "
+              "learn from the earlier one's executions. Give --trace gentd26 or step, or leave "
+              "--database-url out (a temporary SQLite file per replay)", file=sys.stderr)
+        return 2
     with Progress(not args.quiet) as show:
         say = show.note if args.verbose else None
         for title, trace, models, without_features in runs:
