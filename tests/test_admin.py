@@ -395,6 +395,10 @@ def history(live: Live) -> dict[str, str]:
 
 @pytest.fixture
 def db_url(history: dict[str, str], live: Live) -> str:
+    """The server's database, for the `history` command to read from another connection: the
+    server writes its recommendation rows behind (within RECOMMENDATION_WRITE_BEHIND_S), so the
+    test waits for that write rather than racing it."""
+    live.store.flush()
     return live.store.engine.url.render_as_string(hide_password=False)
 
 

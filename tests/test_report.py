@@ -143,6 +143,7 @@ def test_ticks_and_sampling() -> None:
 def test_report_command(live: Live, tmp_path: Path, capsys: pytest.CaptureFixture[str]
                         ) -> None:
     build_history(live)
+    live.store.flush()  # the report reads from its own connection; rows are written behind
     url = live.store.engine.url.render_as_string(hide_password=False)
     out = tmp_path / "r.html"
     assert cli_main(["report", "--out", str(out), "--database-url", url,
