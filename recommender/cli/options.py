@@ -125,6 +125,14 @@ def _whole(value: str, low: int, high: int, where: str) -> int:
     return n
 
 
+def _number(text: str) -> float:
+    """The number written, NaN when it is none (fails every range check that follows)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def percents(value: str) -> tuple[float, ...]:
     """--retrain-at: points of a sequence in percent, comma-separated (30,50,70,90), each
     strictly between 0 and 100, as fractions in order; 'none' or '' for none."""
@@ -132,10 +140,7 @@ def percents(value: str) -> tuple[float, ...]:
         return ()
     out = []
     for part in value.split(","):
-        try:
-            x = float(part)
-        except ValueError:
-            x = math.nan
+        x = _number(part)
         if not 0.0 < x < 100.0:
             raise argparse.ArgumentTypeError(
                 f"{value!r}: percents strictly between 0 and 100, comma-separated "
@@ -146,10 +151,7 @@ def percents(value: str) -> tuple[float, ...]:
 
 def quantile(value: str) -> float:
     """--quantile: strictly between 0 and 1 (0.98 covers 98 % of peaks)."""
-    try:
-        q = float(value)
-    except ValueError:
-        q = math.nan
+    q = _number(value)
     if not 0.0 < q < 1.0:
         raise argparse.ArgumentTypeError(
             f"{value!r}: a fraction strictly between 0 and 1, e.g. {config.MODEL_QUANTILE}")

@@ -79,11 +79,8 @@ class Fit:
     """Weighted leave-one-out pinball loss (MiB) of the calibrated bound: lower is better."""
     samples: int
     mean_level_mib: float
-    log_loo: FloatArray = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
-    """Leave-one-out errors in log MiB, newest first, and their weights: what a level change
-    is judged on (`with_changes`)."""
-    loo_weights: FloatArray = field(default_factory=lambda: np.zeros(0), compare=False,
-                                    repr=False)
+    residuals: Residuals | None = field(default=None, compare=False, repr=False)
+    """What a level change is judged on (`with_changes`); a few numbers, not the history."""
     changes: tuple[tuple[float, float, float], ...] = ()
     """(probability, shift, variance of the shift) in log MiB: the action's level may have moved
     in its last executions by that much (`_level_changes`)."""
@@ -94,7 +91,9 @@ class Fit:
         level to change from."""
         if self.design.weight_half_life < config.ONLINE_HALF_LIFE_EXECUTIONS:
             return self
-        changes = _level_changes(self.log_loo, self.loo_weights, prior_log_scale, self.df)
+        if self.residuals is None:
+            return self
+        changes = _level_changes(self.residuals, prior_log_scale, self.df)
         return replace(self, changes=changes) if changes else self
 
     def row(self, features: Mapping[str, float]) -> FloatArray | None:
@@ -227,7 +226,8 @@ def _fit(design: Design, inputs: Mapping[str, FloatArray], y_mib: FloatArray, w:
     r_inv = np.linalg.inv(r)
     log_loo = loo if design.log_space else (
         np.log(y_mib) - np.log(np.maximum(y_mib - loo, 1.0)))
-    return Fit(design, coef, r_inv, scale, df, loss, int(ok.sum()), level, log_loo, w_ok)
+    return Fit(design, coef, r_inv, scale, df, loss, int(ok.sum()), level,
+               Residuals.of(log_loo, w_ok))
 
 
 def _log_t_density(x: FloatArray, scale: float, df: float) -> FloatArray:
@@ -235,16 +235,41 @@ def _log_t_density(x: FloatArray, scale: float, df: float) -> FloatArray:
     return np.asarray(-0.5 * (df + 1.0) * np.log1p((x / scale) ** 2 / df))
 
 
+@dataclass(frozen=True)
+class Residuals:
+    """A design's leave-one-out errors in log MiB as a level change needs them: the newest few
+    (newest first), and the weighted spread and effective count of the ones before them. Kept
+    on every memoised fit, so bounded by ONLINE_CHANGE_LOOKBACK, not by the history."""
+
+    recent: FloatArray
+    usual_var: float
+    usual_n_eff: float
+
+    @classmethod
+    def of(cls, log_loo: FloatArray, weights: FloatArray) -> Residuals | None:
+        n = log_loo.shape[0]
+        lookback = min(config.ONLINE_CHANGE_LOOKBACK, n - config.ONLINE_CHANGE_MIN_BEFORE)
+        if lookback < 1:
+            return None
+        before, w = log_loo[lookback:], weights[lookback:]
+        total = max(float(w.sum()), 1e-300)
+        return cls(log_loo[:lookback].copy(),
+                   float(np.sum(w * before * before)) / total,
+                   total * total / max(float(np.sum(w * w)), 1e-300))
+
+
 _SHIFT_GRID = np.linspace(-4.0, 4.0, 81)
 """Shifts tried, in prior scales: the integral over the unknown shift is a sum on this grid."""
+_LOG_PRIOR = -0.5 * _SHIFT_GRID ** 2 - np.log(np.sum(np.exp(-0.5 * _SHIFT_GRID ** 2)))
+"""The normal prior of the shift on that grid, normalised."""
 
 
-def _level_changes(residuals: FloatArray, weights: FloatArray, prior_log_scale: float,
-                   df: float) -> tuple[tuple[float, float, float], ...]:
+def _level_changes(residuals: Residuals, prior_log_scale: float, df: float
+                   ) -> tuple[tuple[float, float, float], ...]:
     """Has the action's level moved in its last m executions (a new version of its code)?
 
-    `residuals` are the design's leave-one-out errors in log MiB, newest first, `weights` the
-    design's (the usual spread is the one the design itself sees). For each m up
+    `residuals` are the design's leave-one-out errors (the usual spread is the one the design
+    itself sees, with its weights). For each m up
     to ONLINE_CHANGE_LOOKBACK, "the last m moved together by an unknown shift (normal, scale
     ONLINE_CHANGE_SCALE)" is weighed against "they are the usual scatter" by their likelihood
     under t errors with the spread of the executions before them (so one outlier among them is
@@ -253,24 +278,17 @@ def _level_changes(residuals: FloatArray, weights: FloatArray, prior_log_scale: 
     once, so the next slice is sized for the new level before a second OOM proves it; when the
     next executions come back to the old level the hypothesis fades. Without a surprise, every
     hypothesis stays below ONLINE_CHANGE_MIN_PROBABILITY and the prediction is the design's."""
-    n = residuals.shape[0]
-    lookback = min(config.ONLINE_CHANGE_LOOKBACK, n - config.ONLINE_CHANGE_MIN_BEFORE)
-    if lookback < 1:
-        return ()
-    before, w = residuals[lookback:], weights[lookback:]
-    n_eff = float(w.sum() ** 2 / max(float(np.sum(w * w)), 1e-300))
-    usual = float(np.sum(w * before * before) / max(float(w.sum()), 1e-300))
-    prior_df = config.ONLINE_PRIOR_DF
-    scale = math.sqrt((usual * n_eff + prior_log_scale ** 2 * prior_df) / (n_eff + prior_df))
-    recent = residuals[:lookback]
+    n_eff, prior_df = residuals.usual_n_eff, config.ONLINE_PRIOR_DF
+    scale = math.sqrt((residuals.usual_var * n_eff + prior_log_scale ** 2 * prior_df)
+                      / (n_eff + prior_df))
+    recent = residuals.recent
+    lookback = recent.shape[0]
     tau = config.ONLINE_CHANGE_SCALE
     shifts = _SHIFT_GRID * tau
-    log_prior = -0.5 * _SHIFT_GRID ** 2
-    log_prior -= np.log(np.sum(np.exp(log_prior)))
     # gain[g, m-1]: log likelihood ratio of the newest m under shift g against no shift.
     gain = np.cumsum(_log_t_density(recent[None, :] - shifts[:, None], scale, df)
                      - _log_t_density(recent, scale, df)[None, :], axis=1)
-    joint = log_prior[:, None] + np.minimum(gain, 200.0)
+    joint = _LOG_PRIOR[:, None] + np.minimum(gain, 200.0)
     top = joint.max(axis=0)
     like = np.exp(joint - top)
     log_bf = top + np.log(like.sum(axis=0))

@@ -7,9 +7,10 @@ A bad field raises InvalidArgument whose message starts with the field's path
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -154,6 +155,18 @@ def _interned(tables: dict[int, tuple[K, dict[bytes, V]]], owner: K) -> dict[byt
     return entry[1]
 
 
+def _intern(known: dict[bytes, V], raw: bytes, limit: int, make: Callable[[], V]) -> V:
+    """The value converted from these message bytes before, else `make()` kept for next time;
+    a full table starts over (bounded memory, and a listing's entries come back at once)."""
+    found = known.get(raw)
+    if found is None:
+        found = make()
+        if len(known) >= limit:
+            known.clear()
+        known[raw] = found
+    return found
+
+
 def _node(model: GpuModel, n: pb.Node, field: str) -> Node:
     node_id = checked_text(n.node_id, f"{field}.node_id")
     if len(n.gpus) > config.MAX_GPUS_PER_NODE:
@@ -164,13 +177,8 @@ def _node(model: GpuModel, n: pb.Node, field: str) -> Node:
         # A node seen for the first time mostly holds GPUs seen before (one GPU's state
         # changed, or the node moved between listings): one serialisation and a lookup per
         # GPU instead of reading its fields (protobuf access and a GpuState, about 4x more).
-        raw = g.SerializeToString()
-        gpu = known.get(raw)
-        if gpu is None:
-            gpu = _gpu(model, g, f"{field}.gpus[{k}]")
-            if len(known) >= _GPUS_MAX:
-                known.clear()
-            known[raw] = gpu
+        gpu = _intern(known, g.SerializeToString(), _GPUS_MAX,
+                      partial(_gpu, model, g, f"{field}.gpus[{k}]"))
         if not gpu.uuid:
             gpu = replace(gpu, uuid=f"{node_id}/{k}")
         gpus.append(gpu)
@@ -201,15 +209,8 @@ def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
 def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     if not p.nodes:
         return _convert_pool(catalog, p, field)
-    known = _interned(_POOLS, catalog)
-    raw = p.SerializeToString()
-    pool = known.get(raw)
-    if pool is None:
-        pool = _convert_pool(catalog, p, field)
-        if len(known) >= _POOLS_MAX:
-            known.clear()
-        known[raw] = pool
-    return pool
+    return _intern(_interned(_POOLS, catalog), p.SerializeToString(), _POOLS_MAX,
+                   lambda: _convert_pool(catalog, p, field))
 
 
 def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
@@ -241,14 +242,8 @@ def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     known = _interned(_NODES, model)
     nodes = []
     for j, n in enumerate(p.nodes):
-        raw = n.SerializeToString()
-        node = known.get(raw)
-        if node is None:
-            node = _node(model, n, f"{field}.nodes[{j}]")
-            if len(known) >= _NODES_MAX:
-                known.clear()
-            known[raw] = node
-        nodes.append(node)
+        nodes.append(_intern(known, n.SerializeToString(), _NODES_MAX,
+                             partial(_node, model, n, f"{field}.nodes[{j}]")))
     return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
                 nodes=tuple(nodes),
                 spellings=tuple((k, v) for k, v in spellings.items() if k != v))
