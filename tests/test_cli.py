@@ -301,3 +301,19 @@ def test_evaluate_refuses_one_database_for_several_replays(tmp_path: Path,
     assert code == 2, err
     assert "--database-url" in err and "2" in err and "Traceback" not in err
     assert not db.exists()
+
+
+def test_evaluate_seed_draws_another_workload_from_the_same_generator(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--seed: the same seed replays the same executions (the oracle's row is the same), another
+    seed other ones; the default stays the README's draw."""
+    def oracle_row(*seed: str) -> str:
+        code, out, err = in_process(capsys, "evaluate", "--trace", "synthetic", "--quiet",
+                                    "--runner", "in-process", "--retrain-at", "none",
+                                    "--executions", "40", "--max-actions", "5", *seed)
+        assert code == 0, err
+        return next(line for line in out.splitlines() if line.startswith("| oracle"))
+
+    assert oracle_row("--seed", "3") == oracle_row("--seed", "3")
+    assert oracle_row("--seed", "3") != oracle_row("--seed", "4")
+    assert oracle_row() == oracle_row("--seed", "7")

@@ -46,13 +46,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         runs.append((
             "generated workload (memory = base + per-item x batch x sqrt(input), per action; "
             "A100-80GB and H100-80GB pools)",
-            synthetic(actions=args.max_actions or 40, executions=args.executions),
+            synthetic(actions=args.max_actions or 40, executions=args.executions,
+                      **seeded(args.seed)),
             ("A100-80GB", "H100-80GB"), True))
     if args.trace in ("step", "all"):
         runs.append((
             "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
             "code the request does not reveal; A100-80GB and H100-80GB pools)",
-            step_change(), ("A100-80GB", "H100-80GB"), False))
+            step_change(**seeded(args.seed)), ("A100-80GB", "H100-80GB"), False))
     replays = len(runs) + sum(without for *_, without in runs)
     if database_url and replays > 1:
         print(f"--database-url holds one replay's history, and this run makes {replays} "
@@ -106,6 +107,11 @@ RUNNERS = {
             "on the wall clock when recorded)",
     "in-process": "called in process on trace time (--runner in-process)",
 }
+
+
+def seeded(seed: int | None) -> dict[str, int]:
+    """The generator's own default seed unless one is given."""
+    return {} if seed is None else {"seed": seed}
 
 
 def retraining_said(retrain_at: tuple[float, ...], every: int) -> str:

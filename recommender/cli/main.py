@@ -178,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-actions", type=non_negative, default=0,
                     help="GenTD26: first N pods only; synthetic: number of actions (40)")
     ev.add_argument("--executions", type=positive, default=6000, help="synthetic executions")
+    ev.add_argument("--seed", type=non_negative, default=None,
+                    help="seed of the generated workloads (synthetic and step; default: 7 and "
+                    "11, the README's tables): other seeds draw other actions, levels and steps "
+                    "from the same generator, to see how a result holds beyond one draw")
     ev.add_argument("--runner", choices=["grpc", "in-process"], default="grpc",
                     help="grpc (default): a real `recommender serve` in a child process "
                     "called over a loopback socket, executions stamped on the wall clock when "
