@@ -111,6 +111,82 @@ def measured_levels(samples: Sequence[ThroughputSample]) -> Levels | None:
     return Levels(dict(by_model), delta, len(deltas), len(good))
 
 
+def resources(c: int, memory: int, alpha: float) -> float:
+    """Log of a profile's effective resources: compute slices and memory slices (which carry
+    the memory bandwidth) weighted 1 - alpha and alpha. alpha 0 is a purely compute-bound
+    workload, 1 a purely bandwidth-bound one."""
+    return (1.0 - alpha) * math.log(c) + alpha * math.log(memory)
+
+
+def _interior(levels: Iterable[Mapping[int, float]], memory: Mapping[int, int]
+              ) -> list[tuple[int, int, int, float, float, float]]:
+    """(a, c, b, L(a), L(c), L(b)) for each size c an action ran between two neighbours it also
+    ran, where the compute and the bandwidth readings of c differ by more than a measurement's
+    noise: the points that say something about how the sizes relate."""
+    out = []
+    for own in levels:
+        sizes = sorted(k for k in own if memory.get(k, 0) > 0)
+        for a, c, b in zip(sizes, sizes[1:], sizes[2:], strict=False):
+            span = own[b] - own[a]
+            ends = [(resources(c, memory[c], x) - resources(a, memory[a], x))
+                    / (resources(b, memory[b], x) - resources(a, memory[a], x)) for x in (0, 1)]
+            if abs((ends[1] - ends[0]) * span) > config.THROUGHPUT_NOISE:
+                out.append((a, c, b, own[a], own[c], own[b]))
+    return out
+
+
+def _weight(a: int, c: int, b: int, memory: Mapping[int, int], alpha: float) -> float:
+    """Where size c sits between sizes a and b in effective resources (0 at a, 1 at b)."""
+    lo, mid, hi = (resources(k, memory[k], alpha) for k in (a, c, b))
+    return (mid - lo) / (hi - lo)
+
+
+def learn_coordinate(levels: Iterable[Mapping[int, float]], memory: Mapping[int, int]
+                     ) -> dict[tuple[int, int, int], tuple[float, ...]]:
+    """Per (a, c, b), the memory weights alpha (`resources`) that explain how the GPU model's
+    actions that ran sizes a < c < b (and none in between) ran at c: triples with fewer than
+    THROUGHPUT_MIN_POPULATION such actions are left out.
+
+    Why learned: how much a profile's memory slices count next to its compute slices is a
+    property of the hardware and of the workloads run on it (3g.40gb has 3/7 of the A100's
+    compute but half its bandwidth), shared by the actions on the model, so any action that
+    ran a size and two around it teaches it, whichever two.
+    Why per triple: one weight for the whole model, fitted where actions happened to run (2g
+    between 1g and 7g, 4g between 2g and 7g), said nothing true about 3g and missed targets;
+    one per middle size, learned on 3g between 1g and 7g, put 3g 4 % too high between 2g and
+    4g: the weight is a summary, not a law, so it is used only where it was seen.
+    Why a set: the weights kept are those over-predicting at most
+    THROUGHPUT_POPULATION_QUANTILE of the points by more than a measurement's noise, whose
+    squared error is within a 95 % profile-likelihood interval of the best one
+    (THROUGHPUT_COORDINATE_CHI2); the reading is the most cautious of them, so points that
+    cannot tell the weights apart leave it cautious. Saturating curves sit above the chord
+    whatever the weight, so the calibration is what keeps the weight from chasing them."""
+    by_triple: dict[tuple[int, int, int], list[tuple[int, int, int, float, float, float]]]
+    by_triple = defaultdict(list)
+    for point in _interior(levels, memory):
+        by_triple[point[:3]].append(point)
+    grid = [i / config.THROUGHPUT_COORDINATE_STEPS
+            for i in range(config.THROUGHPUT_COORDINATE_STEPS + 1)]
+    out: dict[tuple[int, int, int], tuple[float, ...]] = {}
+    for triple, points in by_triple.items():
+        if len(points) < config.THROUGHPUT_MIN_POPULATION:
+            continue
+        pts = np.array([p[3:] for p in points])
+        sse: dict[float, float] = {}
+        for alpha in grid:
+            w = np.array([_weight(a, m, b, memory, alpha) for a, m, b, *_ in points])
+            err = pts[:, 0] + w * (pts[:, 2] - pts[:, 0]) - pts[:, 1]
+            if np.mean(err > config.THROUGHPUT_NOISE) <= config.THROUGHPUT_POPULATION_QUANTILE:
+                sse[alpha] = float(np.sum(err**2))
+        if not sse:
+            continue
+        best = min(sse.values())
+        # Residual variance from the best fit (n - 1 degrees of freedom, one parameter).
+        bound = best * (1 + config.THROUGHPUT_COORDINATE_CHI2 / (len(points) - 1))
+        out[triple] = tuple(a for a, e in sse.items() if e <= bound)
+    return out
+
+
 @dataclass(frozen=True)
 class _Shapes:
     """One GPU model's population: for each size, the actions that ran it, as a matrix of
@@ -127,7 +203,8 @@ class Population:
     prediction is a few vector operations over those actions, not a loop over all of them.
     """
 
-    def __init__(self, levels: Mapping[str, Levels]) -> None:
+    def __init__(self, levels: Mapping[str, Levels],
+                 memory_slices: Mapping[str, Mapping[int, int]] | None = None) -> None:
         per_model: dict[str, dict[str, dict[int, float]]] = defaultdict(dict)
         for action_id, lv in levels.items():
             for model, measured in lv.by_model.items():
@@ -146,14 +223,24 @@ class Population:
                 at[c] = (m, {a: i for i, a in enumerate(ids)})
             self._models[model] = _Shapes(col, at)
         self.actions = len(levels)
+        self._coordinate = {
+            model: learn_coordinate(actions.values(), (memory_slices or {}).get(model, {}))
+            for model, actions in per_model.items()}
+
+    def coordinate(self, model: str, a: int, c: int, b: int) -> tuple[float, ...]:
+        """The memory weights that explain size c between a and b on this model
+        (`learn_coordinate`), or () when too few actions ran those three sizes."""
+        return self._coordinate.get(model, {}).get((a, c, b), ())
 
     @classmethod
-    def from_samples(cls, rows: Iterable[tuple[str, ThroughputSample]]) -> Population:
+    def from_samples(cls, rows: Iterable[tuple[str, ThroughputSample]],
+                     memory_slices: Mapping[str, Mapping[int, int]] | None = None
+                     ) -> Population:
         by_action: dict[str, list[ThroughputSample]] = defaultdict(list)
         for action_id, s in rows:
             by_action[action_id].append(s)
         fitted = {a: lv for a, ss in by_action.items() if (lv := measured_levels(ss))}
-        return cls(fitted)
+        return cls(fitted, memory_slices)
 
     def _ran(self, model: str, c: int, exclude: str) -> tuple[np.ndarray, dict[int, int]] | None:
         """The matrix of the other actions that ran size c, and the column of each size."""
@@ -226,6 +313,26 @@ class Population:
             return None
         return float(np.quantile(d, config.THROUGHPUT_POPULATION_QUANTILE))
 
+    def chained(self, model: str, k: int, c: int, exclude: str) -> float | None:
+        """log t(c) - log t(k) through one size j between them, when too few actions ran k
+        and c together but enough ran k and j, and j and c: the sum of the two steps' low
+        quantiles, the most cautious over the sizes j that allow it; None when none does.
+
+        Why: which pairs of sizes the population ran together is an accident of earlier
+        choices (actions sent to 2g and 4g, others to 4g and 7g), yet the step from 2g to 7g
+        is the sum of those two. Two 10th percentiles added are lower than the 10th
+        percentile of the sum unless the steps move together, so it errs low (a worker too
+        many, not a missed target). Only sizes between k and c: a step down and back up
+        mixes the two subpopulations' opposite biases."""
+        lo, hi = min(k, c), max(k, c)
+        shapes = self._models.get(model)
+        if shapes is None:
+            return None
+        sums = [first + second for j in shapes.col if lo < j < hi
+                if (first := self.ratio(model, k, j, exclude)) is not None
+                and (second := self.ratio(model, j, c, exclude)) is not None]
+        return min(sums) if sums else None
+
 
 EMPTY = Population({})
 
@@ -268,6 +375,11 @@ class ThroughputCurve:
             # the memory slices: 3g.40gb has half the card's, 4g.40gb no more than 3g.40gb.
             weights = [math.log(c / a) / math.log(b / a)]
             mem = self.memory_slices.get(model, {})
+            alphas = self.population.coordinate(model, a, c, b)
+            if alphas and all(mem.get(k, 0) > 0 for k in (a, b, c)):
+                # The population showed how compute and memory slices weigh at this size.
+                w = min(_weight(a, c, b, mem, x) for x in alphas)
+                return own[a] + w * (own[b] - own[a]), "interpolated as the model's actions scale"
             if all(mem.get(k, 0) > 0 for k in (a, b, c)):
                 lo, mid, hi = (math.log(k * mem[k]) for k in (a, c, b))
                 if lo < mid < hi:  # a catalog where it is not so has no such reading
@@ -283,11 +395,15 @@ class ThroughputCurve:
             steps.append(math.log(c * mem[c] / (k * mem[k])) / 2)
         default = min(exponent * x for x in steps)
         step = self.population.ratio(model, k, c, self.action_id)
+        how = "as other actions scale"
+        if step is None:
+            step = self.population.chained(model, k, c, self.action_id)
+            how = "as other actions scale, step by step"
         # Down to a smaller size, the population's step is trusted only when it is no
         # kinder than the default: the actions that ran both sizes are those earlier choices
         # sent to the smaller one, the flat curves, so their step flatters a steep one.
         if step is not None and (c > k or step <= default):
-            return own[k] + step, f"from {k} slices, as other actions scale"
+            return own[k] + step, f"from {k} slices, {how}"
         return own[k] + default, f"from {k} slices, default exponent"
 
     def predict(self, gpu_model: str, compute_slices: int) -> float | None:
