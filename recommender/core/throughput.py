@@ -142,33 +142,35 @@ def _weight(a: int, c: int, b: int, memory: Mapping[int, int], alpha: float) -> 
 
 
 def learn_coordinate(levels: Iterable[Mapping[int, float]], memory: Mapping[int, int]
-                     ) -> dict[tuple[int, int, int], tuple[float, ...]]:
-    """Per (a, c, b), the memory weights alpha (`resources`) that explain how the GPU model's
-    actions that ran sizes a < c < b (and none in between) ran at c: triples with fewer than
-    THROUGHPUT_MIN_POPULATION such actions are left out.
+                     ) -> dict[int, tuple[float, ...]]:
+    """Per size c, the memory weights alpha (`resources`) that explain how the GPU model's
+    actions ran at c between the two sizes they ran around it (the next below, the next
+    above, whichever those were): sizes with fewer than THROUGHPUT_MIN_POPULATION such
+    actions are left out.
 
     Why learned: how much a profile's memory slices count next to its compute slices is a
     property of the hardware and of the workloads run on it (3g.40gb has 3/7 of the A100's
     compute but half its bandwidth), shared by the actions on the model, so any action that
     ran a size and two around it teaches it, whichever two.
-    Why per triple: one weight for the whole model, fitted where actions happened to run (2g
-    between 1g and 7g, 4g between 2g and 7g), said nothing true about 3g and missed targets;
-    one per middle size, learned on 3g between 1g and 7g, put 3g 4 % too high between 2g and
-    4g: the weight is a summary, not a law, so it is used only where it was seen.
+    Why per size: one weight for the whole model, fitted where actions happened to run (2g
+    between 1g and 7g, 4g between 2g and 7g), said nothing true about 3g and missed 60 targets
+    in a replay. Per size it is fitted across the pairs around that size the actions ran;
+    read for a pair none of them ran it can still be a few percent off (3g between 2g and 4g,
+    learned from 3g between 1g or 2g and 7g: 4 % high for one action), which is why the
+    reading is taken a measurement's noise low (ThroughputCurve._unmeasured).
     Why a set: the weights kept are those over-predicting at most
     THROUGHPUT_POPULATION_QUANTILE of the points by more than a measurement's noise, whose
     squared error is within a 95 % profile-likelihood interval of the best one
     (THROUGHPUT_COORDINATE_CHI2); the reading is the most cautious of them, so points that
     cannot tell the weights apart leave it cautious. Saturating curves sit above the chord
     whatever the weight, so the calibration is what keeps the weight from chasing them."""
-    by_triple: dict[tuple[int, int, int], list[tuple[int, int, int, float, float, float]]]
-    by_triple = defaultdict(list)
+    by_size: dict[int, list[tuple[int, int, int, float, float, float]]] = defaultdict(list)
     for point in _interior(levels, memory):
-        by_triple[point[:3]].append(point)
+        by_size[point[1]].append(point)
     grid = [i / config.THROUGHPUT_COORDINATE_STEPS
             for i in range(config.THROUGHPUT_COORDINATE_STEPS + 1)]
-    out: dict[tuple[int, int, int], tuple[float, ...]] = {}
-    for triple, points in by_triple.items():
+    out: dict[int, tuple[float, ...]] = {}
+    for c, points in by_size.items():
         if len(points) < config.THROUGHPUT_MIN_POPULATION:
             continue
         pts = np.array([p[3:] for p in points])
@@ -183,7 +185,7 @@ def learn_coordinate(levels: Iterable[Mapping[int, float]], memory: Mapping[int,
         best = min(sse.values())
         # Residual variance from the best fit (n - 1 degrees of freedom, one parameter).
         bound = best * (1 + config.THROUGHPUT_COORDINATE_CHI2 / (len(points) - 1))
-        out[triple] = tuple(a for a, e in sse.items() if e <= bound)
+        out[c] = tuple(a for a, e in sse.items() if e <= bound)
     return out
 
 
@@ -227,10 +229,10 @@ class Population:
             model: learn_coordinate(actions.values(), (memory_slices or {}).get(model, {}))
             for model, actions in per_model.items()}
 
-    def coordinate(self, model: str, a: int, c: int, b: int) -> tuple[float, ...]:
-        """The memory weights that explain size c between a and b on this model
-        (`learn_coordinate`), or () when too few actions ran those three sizes."""
-        return self._coordinate.get(model, {}).get((a, c, b), ())
+    def coordinate(self, model: str, c: int) -> tuple[float, ...]:
+        """The memory weights that explain where size c sits between its neighbours on this
+        model (`learn_coordinate`), or () when too few actions ran it between two others."""
+        return self._coordinate.get(model, {}).get(c, ())
 
     @classmethod
     def from_samples(cls, rows: Iterable[tuple[str, ThroughputSample]],
@@ -375,11 +377,14 @@ class ThroughputCurve:
             # the memory slices: 3g.40gb has half the card's, 4g.40gb no more than 3g.40gb.
             weights = [math.log(c / a) / math.log(b / a)]
             mem = self.memory_slices.get(model, {})
-            alphas = self.population.coordinate(model, a, c, b)
+            alphas = self.population.coordinate(model, c)
             if alphas and all(mem.get(k, 0) > 0 for k in (a, b, c)):
                 # The population showed how compute and memory slices weigh at this size.
+                # Borrowed, so like a neighbour's reading it is taken a measurement's noise
+                # low: the weight is a summary of other actions, and of other pairs of sizes.
                 w = min(_weight(a, c, b, mem, x) for x in alphas)
-                return own[a] + w * (own[b] - own[a]), "interpolated as the model's actions scale"
+                return (own[a] + w * (own[b] - own[a]) - config.THROUGHPUT_NOISE,
+                        "interpolated as the model's actions scale")
             if all(mem.get(k, 0) > 0 for k in (a, b, c)):
                 lo, mid, hi = (math.log(k * mem[k]) for k in (a, c, b))
                 if lo < mid < hi:  # a catalog where it is not so has no such reading
