@@ -16,11 +16,15 @@ compute). So an action's curve is built from what is known, in this order, per G
    noise below its reading. This is the shape learned across actions: the population says how
    throughput at 3g relates to 1g and 7g for curves like this. Beyond the sizes the action ran,
    neighbours must agree on two steps: one step does not say where a curve stops scaling.
-3. **Interpolation**: between two measured sizes, piecewise linear in (log slices, log
-   throughput), i.e. a power law through each pair of neighbours.
+3. **Interpolation**: between two measured sizes, piecewise linear in (log effective
+   resources, log throughput), i.e. a power law through each pair of neighbours. Effective
+   resources weigh compute and memory slices as the GPU model's actions showed at that size
+   (`learn_coordinate`: any action that ran it between two other sizes teaches it); where too
+   few did, the lower of the compute and the compute-and-memory readings.
 4. **Extrapolation** outside the measured range: from the nearest measured size with a low
-   quantile of the ratio seen across the GPU model's actions between those two sizes, or, with
-   too few actions, cautious default exponents (applied to the lower of the compute and the
+   quantile of the ratio seen across the GPU model's actions between those two sizes, or, when
+   too few ran both, the two steps through a size between them added (`Population.chained`),
+   or cautious default exponents (applied to the lower of the compute and the
    compute-and-memory readings). Down to a smaller size, the population's step is used only
    when it is no kinder than the default: the actions that ran both sizes are a biased sample.
 
