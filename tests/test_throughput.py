@@ -13,7 +13,7 @@ from recommender.core.domain import Execution, Node, Outcome, Request, Strategy,
 from recommender.core.placement import GpuState
 from recommender.core.policy import recommend
 from recommender.core.throughput import Population, ThroughputSample, fit_curve, measured_levels
-from recommender.core.throughput_population import PopulationCache, memory_slices_by_size
+from recommender.core.throughput_population import PopulationCache, build, memory_slices_by_size
 from recommender.core.usecases import UseCases
 from recommender.store import SqlStore
 from tests.builders import est, mk
@@ -190,6 +190,104 @@ def test_beyond_the_measured_sizes_one_matching_step_borrows_nothing() -> None:
     assert curve is not None and "2 similar actions" in curve.describe(A100, 4)
     assert curve.predict(A100, 4) == pytest.approx(
         2800 * 150 / 140 * math.exp(-config.THROUGHPUT_NOISE))
+
+
+def shaped(memory_weight: float, sizes: tuple[int, ...], level: float, slope: float = 0.95
+           ) -> dict[int, float]:
+    """A curve that is a power law in effective resources with the given memory weight."""
+    m = MEM[A100]
+    return {c: level * math.exp(slope * ((1 - memory_weight) * math.log(c)
+                                         + memory_weight * math.log(m[c]))) for c in sizes}
+
+
+def with_memory(**actions: dict[int, float]) -> Population:
+    return Population.from_samples(((a, s) for a, values in actions.items()
+                                    for s in table(values)), MEM)
+
+
+def test_the_model_s_actions_teach_where_a_size_sits_between_two_others() -> None:
+    """Five actions ran 2g, 3g and 7g, each scaling as a power law of the geometric mean of
+    compute and memory slices (3g.40gb has the bandwidth of 4g): 3g sits above the chord in
+    compute slices. An action measured on 2g and 7g only, whose shape matches none of them
+    closely enough to borrow, is interpolated where the population puts 3g, not at the
+    cautious compute reading."""
+    pop = with_memory(**{f"o{i}": shaped(0.5, (2, 3, 7), 100 * (i + 1), 0.5 + 0.1 * i)
+                         for i in range(5)})
+    assert pop.coordinate(A100, 3) == (0.5,)
+    own = {2: 1000.0, 7: 1000.0 * 3.5 ** 0.99}  # steeper than every other action
+    curve = fit_curve(table(own), pop, "a", MEM)
+    assert curve is not None
+    assert curve.source(A100, 3) == "interpolated as the model's actions scale"
+    m = MEM[A100]
+    w = (math.log(math.sqrt(3 * m[3])) - math.log(2)) / (math.log(math.sqrt(7 * m[7]))
+                                                         - math.log(2))
+    assert curve.predict(A100, 3) == pytest.approx(
+        1000 * (own[7] / 1000) ** w * math.exp(-config.THROUGHPUT_NOISE))
+    cautious = fit_curve(table(own), memory_slices=MEM)
+    assert cautious is not None and cautious.source(A100, 3) == "interpolated"
+    assert cautious.predict(A100, 3) < curve.predict(A100, 3)  # the old min of two readings
+
+
+def test_a_learned_weight_is_a_size_s_own_and_needs_enough_actions() -> None:
+    """What 2g -> 3g -> 7g teaches about 3g says nothing of 4g (4g.40gb has no more memory
+    than 3g.40gb): 4g stays on the cautious reading. 3g's weight holds between any two sizes
+    around it. Four actions are too few to teach anything."""
+    pop = with_memory(**{f"o{i}": shaped(0.5, (2, 3, 7), 100 * (i + 1)) for i in range(5)})
+    curve = fit_curve(table({2: 1000, 7: 3000}), pop, "a", MEM)
+    assert curve is not None and curve.source(A100, 4) == "interpolated"
+    other = fit_curve(table({1: 600, 4: 1800}), pop, "a", MEM)
+    assert other is not None
+    assert other.source(A100, 3) == "interpolated as the model's actions scale"
+    assert config.THROUGHPUT_MIN_POPULATION == 5
+    few = with_memory(**{f"o{i}": shaped(0.5, (2, 3, 7), 100 * (i + 1)) for i in range(4)})
+    assert few.coordinate(A100, 3) == ()
+
+
+def test_a_weight_that_over_predicts_the_population_is_not_learned() -> None:
+    """Ten actions ran 2g, 3g and 7g; each fits the geometric-mean weight closely, but three
+    of them are 8 % slower at 3g than it says. A weight that over-predicts more than one
+    action in ten by more than a measurement's noise is not kept: only lower ones are, and
+    the reading is the most cautious of the weights that remain plausible."""
+    actions = {f"o{i}": shaped(0.5, (2, 3, 7), 100 * (i + 1)) for i in range(10)}
+    for i in range(3):
+        actions[f"o{i}"][3] *= 0.92
+    alphas = with_memory(**actions).coordinate(A100, 3)
+    assert alphas and max(alphas) < 0.5
+    # Without the slow ones 0.5 is the fit, and the only plausible weight.
+    clean = {f"o{i}": shaped(0.5, (2, 3, 7), 100 * (i + 1)) for i in range(10)}
+    assert with_memory(**clean).coordinate(A100, 3) == (0.5,)
+
+
+def test_a_step_no_action_ran_is_chained_through_a_size_between() -> None:
+    """Six actions ran 2g and 4g, six others 4g and 7g, none 2g and 7g: the step from 2g to
+    7g is the sum of the two steps' low quantiles, not the default exponent."""
+    up = [1.5, 1.6, 1.7, 1.8, 1.9, 2.0]
+    on = [1.2, 1.3, 1.4, 1.5, 1.6, 1.7]
+    pop = population(**{f"p{i}": {2: 100, 4: 100 * r} for i, r in enumerate(up)},
+                     **{f"q{i}": {4: 100, 7: 100 * r} for i, r in enumerate(on)})
+    curve = fit_curve(table({2: 1000}), pop, "a")
+    assert curve is not None
+
+    def q(rs: list[float]) -> float:
+        return float(np.quantile([math.log(r) for r in rs], config.THROUGHPUT_POPULATION_QUANTILE))
+
+    assert curve.predict(A100, 7) == pytest.approx(1000 * math.exp(q(up) + q(on)))
+    assert "step by step" in curve.describe(A100, 7)
+    assert curve.predict(A100, 4) == pytest.approx(1000 * math.exp(q(up)))  # direct
+    # A size outside (2, 7) is no bridge: down to 1g and back up mixes two biased samples.
+    detour = population(**{f"p{i}": {1: 100, 2: 100 * r} for i, r in enumerate(up)},
+                        **{f"q{i}": {1: 100, 7: 100 * r} for i, r in enumerate(on)})
+    curve = fit_curve(table({2: 1000}), detour, "a")
+    assert curve is not None and "default exponent" in curve.describe(A100, 7)
+
+
+def test_the_store_population_knows_the_catalog_s_memory_slices(catalog: Catalog) -> None:
+    rows = [ThroughputRow(f"o{i}", A100, name, 1, t, 3)
+            for i in range(5)
+            for name, t in zip(PARVA, shaped(0.5, (1, 2, 3, 4, 7), 10 * (i + 1)).values(),
+                               strict=True)
+            if not name.startswith(("1g", "4g"))]
+    assert build(catalog, rows).coordinate(A100, 3) == (0.5,)
 
 
 # --- learning from what each count delivered ---------------------------------------------

@@ -255,6 +255,18 @@ THROUGHPUT_POPULATION_QUANTILE = 0.10
 the population's 10th percentile: a guess that is too low costs a worker, one that is too high
 misses the target, so it is biased low; one action in ten may still be slower."""
 
+THROUGHPUT_COORDINATE_STEPS = 8
+"""Resolution of the learned weight of memory slices against compute slices in a profile's
+effective resources (throughput.learn_coordinate): steps of 1/8 between compute only and memory
+only. Finer than the population can tell apart (one size in between moves 0.01-0.02 in log
+throughput per step, below a measurement's noise), coarse enough to cost a few vector
+operations per population read."""
+
+THROUGHPUT_COORDINATE_CHI2 = 3.84
+"""A memory weight stays plausible while its squared error is within this many residual
+variances of the best one: the 95 % point of chi-squared with one degree of freedom, the usual
+profile-likelihood interval for one fitted parameter."""
+
 THROUGHPUT_DELTA_PRIOR = 3.0
 """Executions with several workers are shrunk towards perfect scaling (MIG instances share no
 compute) as if this many had shown it: the exponent moves fully only with evidence."""

@@ -16,11 +16,15 @@ compute). So an action's curve is built from what is known, in this order, per G
    noise below its reading. This is the shape learned across actions: the population says how
    throughput at 3g relates to 1g and 7g for curves like this. Beyond the sizes the action ran,
    neighbours must agree on two steps: one step does not say where a curve stops scaling.
-3. **Interpolation**: between two measured sizes, piecewise linear in (log slices, log
-   throughput), i.e. a power law through each pair of neighbours.
+3. **Interpolation**: between two measured sizes, piecewise linear in (log effective
+   resources, log throughput), i.e. a power law through each pair of neighbours. Effective
+   resources weigh compute and memory slices as the GPU model's actions showed at that size
+   (`learn_coordinate`: any action that ran it between two other sizes teaches it); where too
+   few did, the lower of the compute and the compute-and-memory readings.
 4. **Extrapolation** outside the measured range: from the nearest measured size with a low
-   quantile of the ratio seen across the GPU model's actions between those two sizes, or, with
-   too few actions, cautious default exponents (applied to the lower of the compute and the
+   quantile of the ratio seen across the GPU model's actions between those two sizes, or, when
+   too few ran both, the two steps through a size between them added (`Population.chained`),
+   or cautious default exponents (applied to the lower of the compute and the
    compute-and-memory readings). Down to a smaller size, the population's step is used only
    when it is no kinder than the default: the actions that ran both sizes are a biased sample.
 
@@ -111,6 +115,84 @@ def measured_levels(samples: Sequence[ThroughputSample]) -> Levels | None:
     return Levels(dict(by_model), delta, len(deltas), len(good))
 
 
+def resources(c: int, memory: int, alpha: float) -> float:
+    """Log of a profile's effective resources: compute slices and memory slices (which carry
+    the memory bandwidth) weighted 1 - alpha and alpha. alpha 0 is a purely compute-bound
+    workload, 1 a purely bandwidth-bound one."""
+    return (1.0 - alpha) * math.log(c) + alpha * math.log(memory)
+
+
+def _interior(levels: Iterable[Mapping[int, float]], memory: Mapping[int, int]
+              ) -> list[tuple[int, int, int, float, float, float]]:
+    """(a, c, b, L(a), L(c), L(b)) for each size c an action ran between two neighbours it also
+    ran, where the compute and the bandwidth readings of c differ by more than a measurement's
+    noise: the points that say something about how the sizes relate."""
+    out = []
+    for own in levels:
+        sizes = sorted(k for k in own if memory.get(k, 0) > 0)
+        for a, c, b in zip(sizes, sizes[1:], sizes[2:], strict=False):
+            span = own[b] - own[a]
+            ends = [(resources(c, memory[c], x) - resources(a, memory[a], x))
+                    / (resources(b, memory[b], x) - resources(a, memory[a], x)) for x in (0, 1)]
+            if abs((ends[1] - ends[0]) * span) > config.THROUGHPUT_NOISE:
+                out.append((a, c, b, own[a], own[c], own[b]))
+    return out
+
+
+def _weight(a: int, c: int, b: int, memory: Mapping[int, int], alpha: float) -> float:
+    """Where size c sits between sizes a and b in effective resources (0 at a, 1 at b)."""
+    lo, mid, hi = (resources(k, memory[k], alpha) for k in (a, c, b))
+    return (mid - lo) / (hi - lo)
+
+
+def learn_coordinate(levels: Iterable[Mapping[int, float]], memory: Mapping[int, int]
+                     ) -> dict[int, tuple[float, ...]]:
+    """Per size c, the memory weights alpha (`resources`) that explain how the GPU model's
+    actions ran at c between the two sizes they ran around it (the next below, the next
+    above, whichever those were): sizes with fewer than THROUGHPUT_MIN_POPULATION such
+    actions are left out.
+
+    Why learned: how much a profile's memory slices count next to its compute slices is a
+    property of the hardware and of the workloads run on it (3g.40gb has 3/7 of the A100's
+    compute but half its bandwidth), shared by the actions on the model, so any action that
+    ran a size and two around it teaches it, whichever two.
+    Why per size: one weight for the whole model, fitted where actions happened to run (2g
+    between 1g and 7g, 4g between 2g and 7g), said nothing true about 3g and missed 60 targets
+    in a replay. Per size it is fitted across the pairs around that size the actions ran;
+    read for a pair none of them ran it can still be a few percent off (3g between 2g and 4g,
+    learned from 3g between 1g or 2g and 7g: 4 % high for one action), which is why the
+    reading is taken a measurement's noise low (ThroughputCurve._unmeasured).
+    Why a set: the weights kept are those over-predicting at most
+    THROUGHPUT_POPULATION_QUANTILE of the points by more than a measurement's noise, whose
+    squared error is within a 95 % profile-likelihood interval of the best one
+    (THROUGHPUT_COORDINATE_CHI2); the reading is the most cautious of them, so points that
+    cannot tell the weights apart leave it cautious. Saturating curves sit above the chord
+    whatever the weight, so the calibration is what keeps the weight from chasing them."""
+    by_size: dict[int, list[tuple[int, int, int, float, float, float]]] = defaultdict(list)
+    for point in _interior(levels, memory):
+        by_size[point[1]].append(point)
+    grid = [i / config.THROUGHPUT_COORDINATE_STEPS
+            for i in range(config.THROUGHPUT_COORDINATE_STEPS + 1)]
+    out: dict[int, tuple[float, ...]] = {}
+    for c, points in by_size.items():
+        if len(points) < config.THROUGHPUT_MIN_POPULATION:
+            continue
+        pts = np.array([p[3:] for p in points])
+        sse: dict[float, float] = {}
+        for alpha in grid:
+            w = np.array([_weight(a, m, b, memory, alpha) for a, m, b, *_ in points])
+            err = pts[:, 0] + w * (pts[:, 2] - pts[:, 0]) - pts[:, 1]
+            if np.mean(err > config.THROUGHPUT_NOISE) <= config.THROUGHPUT_POPULATION_QUANTILE:
+                sse[alpha] = float(np.sum(err**2))
+        if not sse:
+            continue
+        best = min(sse.values())
+        # Residual variance from the best fit (n - 1 degrees of freedom, one parameter).
+        bound = best * (1 + config.THROUGHPUT_COORDINATE_CHI2 / (len(points) - 1))
+        out[c] = tuple(a for a, e in sse.items() if e <= bound)
+    return out
+
+
 @dataclass(frozen=True)
 class _Shapes:
     """One GPU model's population: for each size, the actions that ran it, as a matrix of
@@ -127,7 +209,8 @@ class Population:
     prediction is a few vector operations over those actions, not a loop over all of them.
     """
 
-    def __init__(self, levels: Mapping[str, Levels]) -> None:
+    def __init__(self, levels: Mapping[str, Levels],
+                 memory_slices: Mapping[str, Mapping[int, int]] | None = None) -> None:
         per_model: dict[str, dict[str, dict[int, float]]] = defaultdict(dict)
         for action_id, lv in levels.items():
             for model, measured in lv.by_model.items():
@@ -146,14 +229,24 @@ class Population:
                 at[c] = (m, {a: i for i, a in enumerate(ids)})
             self._models[model] = _Shapes(col, at)
         self.actions = len(levels)
+        self._coordinate = {
+            model: learn_coordinate(actions.values(), (memory_slices or {}).get(model, {}))
+            for model, actions in per_model.items()}
+
+    def coordinate(self, model: str, c: int) -> tuple[float, ...]:
+        """The memory weights that explain where size c sits between its neighbours on this
+        model (`learn_coordinate`), or () when too few actions ran it between two others."""
+        return self._coordinate.get(model, {}).get(c, ())
 
     @classmethod
-    def from_samples(cls, rows: Iterable[tuple[str, ThroughputSample]]) -> Population:
+    def from_samples(cls, rows: Iterable[tuple[str, ThroughputSample]],
+                     memory_slices: Mapping[str, Mapping[int, int]] | None = None
+                     ) -> Population:
         by_action: dict[str, list[ThroughputSample]] = defaultdict(list)
         for action_id, s in rows:
             by_action[action_id].append(s)
         fitted = {a: lv for a, ss in by_action.items() if (lv := measured_levels(ss))}
-        return cls(fitted)
+        return cls(fitted, memory_slices)
 
     def _ran(self, model: str, c: int, exclude: str) -> tuple[np.ndarray, dict[int, int]] | None:
         """The matrix of the other actions that ran size c, and the column of each size."""
@@ -226,6 +319,26 @@ class Population:
             return None
         return float(np.quantile(d, config.THROUGHPUT_POPULATION_QUANTILE))
 
+    def chained(self, model: str, k: int, c: int, exclude: str) -> float | None:
+        """log t(c) - log t(k) through one size j between them, when too few actions ran k
+        and c together but enough ran k and j, and j and c: the sum of the two steps' low
+        quantiles, the most cautious over the sizes j that allow it; None when none does.
+
+        Why: which pairs of sizes the population ran together is an accident of earlier
+        choices (actions sent to 2g and 4g, others to 4g and 7g), yet the step from 2g to 7g
+        is the sum of those two. Two 10th percentiles added are lower than the 10th
+        percentile of the sum unless the steps move together, so it errs low (a worker too
+        many, not a missed target). Only sizes between k and c: a step down and back up
+        mixes the two subpopulations' opposite biases."""
+        lo, hi = min(k, c), max(k, c)
+        shapes = self._models.get(model)
+        if shapes is None:
+            return None
+        sums = [first + second for j in shapes.col if lo < j < hi
+                if (first := self.ratio(model, k, j, exclude)) is not None
+                and (second := self.ratio(model, j, c, exclude)) is not None]
+        return min(sums) if sums else None
+
 
 EMPTY = Population({})
 
@@ -268,6 +381,14 @@ class ThroughputCurve:
             # the memory slices: 3g.40gb has half the card's, 4g.40gb no more than 3g.40gb.
             weights = [math.log(c / a) / math.log(b / a)]
             mem = self.memory_slices.get(model, {})
+            alphas = self.population.coordinate(model, c)
+            if alphas and all(mem.get(k, 0) > 0 for k in (a, b, c)):
+                # The population showed how compute and memory slices weigh at this size.
+                # Borrowed, so like a neighbour's reading it is taken a measurement's noise
+                # low: the weight is a summary of other actions, and of other pairs of sizes.
+                w = min(_weight(a, c, b, mem, x) for x in alphas)
+                return (own[a] + w * (own[b] - own[a]) - config.THROUGHPUT_NOISE,
+                        "interpolated as the model's actions scale")
             if all(mem.get(k, 0) > 0 for k in (a, b, c)):
                 lo, mid, hi = (math.log(k * mem[k]) for k in (a, c, b))
                 if lo < mid < hi:  # a catalog where it is not so has no such reading
@@ -283,11 +404,15 @@ class ThroughputCurve:
             steps.append(math.log(c * mem[c] / (k * mem[k])) / 2)
         default = min(exponent * x for x in steps)
         step = self.population.ratio(model, k, c, self.action_id)
+        how = "as other actions scale"
+        if step is None:
+            step = self.population.chained(model, k, c, self.action_id)
+            how = "as other actions scale, step by step"
         # Down to a smaller size, the population's step is trusted only when it is no
         # kinder than the default: the actions that ran both sizes are those earlier choices
         # sent to the smaller one, the flat curves, so their step flatters a steep one.
         if step is not None and (c > k or step <= default):
-            return own[k] + step, f"from {k} slices, as other actions scale"
+            return own[k] + step, f"from {k} slices, {how}"
         return own[k] + default, f"from {k} slices, default exponent"
 
     def predict(self, gpu_model: str, compute_slices: int) -> float | None:

@@ -55,7 +55,7 @@ def build(catalog: Catalog, rows: list[ThroughputRow]) -> Population:
             continue
         samples.append((r.action_id, ThroughputSample(model.id, profile.compute_slices,
                                                       r.throughput, max(r.count, 1))))
-    return Population.from_samples(samples)
+    return Population.from_samples(samples, memory_slices_by_size(catalog))
 
 
 class PopulationCache:
