@@ -44,6 +44,11 @@ class Outcome(enum.Enum):
 class Node:
     node_id: str
     gpus: tuple[GpuState, ...]
+    placements: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The policy's answers for this node, by (model, units, profile, count): a node is
+    immutable, so each is computed once however often it is asked (`policy.find_node`). An
+    answer depends only on the GPU states in order: `rpc.convert` hands nodes of one shape the
+    same dict."""
 
     @cached_property
     def busy_gpus(self) -> int:
@@ -51,11 +56,6 @@ class Node:
         recommendation and again for each rung of the ladder."""
         return sum(1 for g in self.gpus if not g.idle)
 
-    @cached_property
-    def placements(self) -> dict[Any, Any]:
-        """The policy's answers for this node, by (model, units, profile, count): a node is
-        immutable, so each is computed once however often it is asked (`policy.find_node`)."""
-        return {}
 
 
 def pool_profiles_problem(strategy: Strategy, profiles: tuple[MigProfile, ...]) -> str | None:

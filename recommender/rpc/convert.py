@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -130,21 +129,29 @@ bytes give the same (immutable, validated) Node, with the placements the policy 
 worked out for it (`Node.placements`). At most _NODES_MAX per model (a few KB each)."""
 _GPUS: dict[int, tuple[GpuModel, dict[bytes, GpuState]]] = {}
 _GPUS_MAX = 16384
-"""GPUs converted, by GPU model and the GPU message's bytes (its uuid among them, so a GPU's
-few states): what a node seen for the first time is mostly made of. About 800 bytes each with
-what the policy keeps on it (tracemalloc, 256 nodes of 8 GPUs), so at most about 13 MB per
-model: the GPUs of a pool at the input limits (1,024 nodes of 16), or a few states each of a
-few thousand GPUs."""
+"""GPU states converted, by GPU model and the GPU message's bytes without its uuid: what it
+holds (`_occupancies`). A pool's GPUs are in a few states (a GPU has at most a few dozen legal
+layouts), so a node never seen, even of GPUs never seen, is one serialisation and a lookup per
+GPU, and what the policy works out for a GPU state (`GpuState.answers`) serves every GPU in it.
+The converted states are anonymous (uuid ""): the decision names a node, never a GPU, and
+every reason a GPU could be refused for is checked here, with the field's path."""
+_SHAPES: dict[int, tuple[GpuModel, dict[tuple[bytes, ...], tuple[tuple[GpuState, ...],
+                                                                  dict[Any, Any]]]]] = {}
+_SHAPES_MAX = 8192
+"""Node shapes, by GPU model and the states of its GPUs in order: nodes of one shape share their
+GPUs tuple and the policy's answers (`Node.placements`: an answer depends only on the GPU
+states in order), so a listing of many alike nodes is placed once per shape."""
 _POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
 _POOLS_MAX = 16
 """Whole pools listing nodes, by catalog and the pool message's bytes: a pool listed again
 unchanged costs one serialisation and a lookup."""
 
 K = TypeVar("K")
+R = TypeVar("R", bytes, tuple[bytes, ...])
 V = TypeVar("V")
 
 
-def _interned(tables: dict[int, tuple[K, dict[bytes, V]]], owner: K) -> dict[bytes, V]:
+def _interned(tables: dict[int, tuple[K, dict[R, V]]], owner: K) -> dict[R, V]:
     """`owner`'s table (by identity: catalogs and models are few and live as long as the
     server; tests make many, hence the bound)."""
     entry = tables.get(id(owner))
@@ -155,7 +162,7 @@ def _interned(tables: dict[int, tuple[K, dict[bytes, V]]], owner: K) -> dict[byt
     return entry[1]
 
 
-def _intern(known: dict[bytes, V], raw: bytes, limit: int, make: Callable[[], V]) -> V:
+def _intern(known: dict[R, V], raw: R, limit: int, make: Callable[[], V]) -> V:
     """The value converted from these message bytes before, else `make()` kept for next time;
     a full table starts over (bounded memory, and a listing's entries come back at once)."""
     found = known.get(raw)
@@ -167,22 +174,61 @@ def _intern(known: dict[bytes, V], raw: bytes, limit: int, make: Callable[[], V]
     return found
 
 
-def _node(model: GpuModel, n: pb.Node, field: str) -> Node:
+def _field(raw: bytes, pos: int) -> tuple[int, int, int]:
+    """(tag, start, end) of the length-delimited field at `pos` of a message's bytes."""
+    tag = raw[pos]
+    length, shift, pos = 0, 0, pos + 1
+    while True:
+        byte = raw[pos]
+        length |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return tag, pos, pos + length
+        shift += 7
+
+
+def _occupancies(raw: bytes) -> list[bytes] | None:
+    """Each GPU's bytes without its uuid, read from the bytes of a Node message (node_id = 1,
+    gpus = 2, a Gpu's uuid = 1, each written once and first, as protobuf writes them): the
+    keys of the GPU states, without a protobuf object per GPU. None for bytes written
+    otherwise (the caller reads the message instead)."""
+    out = []
+    pos, end = 0, len(raw)
+    while pos < end:
+        tag, length = raw[pos], raw[pos + 1]
+        if length < 0x80:  # short fields (most): read inline
+            start, pos = pos + 2, pos + 2 + length
+        else:
+            tag, start, pos = _field(raw, pos)
+        if tag == 0x12:
+            if start < pos and raw[start] == 0x0A:
+                uuid_length = raw[start + 1]
+                skip = (start + 2 + uuid_length if uuid_length < 0x80
+                        else _field(raw, start)[2])
+                out.append(raw[skip:pos])
+            else:
+                out.append(raw[start:pos])
+        elif tag != 0x0A:
+            return None
+    return out
+
+
+def _node(model: GpuModel, n: pb.Node, raw: bytes, field: str) -> Node:
     node_id = checked_text(n.node_id, f"{field}.node_id")
-    if len(n.gpus) > config.MAX_GPUS_PER_NODE:
+    keys = _occupancies(raw)
+    if keys is None:
+        keys = [g.SerializeToString() for g in n.gpus]
+    if len(keys) > config.MAX_GPUS_PER_NODE:
         raise InvalidArgument(f"{field}.gpus: at most {config.MAX_GPUS_PER_NODE} GPUs")
-    known = _interned(_GPUS, model)
-    gpus = []
-    for k, g in enumerate(n.gpus):
-        # A node seen for the first time mostly holds GPUs seen before (one GPU's state
-        # changed, or the node moved between listings): one serialisation and a lookup per
-        # GPU instead of reading its fields (protobuf access and a GpuState, about 4x more).
-        gpu = _intern(known, g.SerializeToString(), _GPUS_MAX,
-                      partial(_gpu, model, g, f"{field}.gpus[{k}]"))
-        if not gpu.uuid:
-            gpu = replace(gpu, uuid=f"{node_id}/{k}")
-        gpus.append(gpu)
-    return Node(node_id=node_id, gpus=tuple(gpus))
+    shapes = _interned(_SHAPES, model)
+    shape = shapes.get(tuple(keys))
+    if shape is None:
+        known = _interned(_GPUS, model)
+        states = tuple(
+            _intern(known, key, _GPUS_MAX, partial(_gpu, model, n.gpus[k], f"{field}.gpus[{k}]"))
+            for k, key in enumerate(keys))
+        shape = _intern(shapes, tuple(keys), _SHAPES_MAX, lambda: (states, {}))
+    return Node(node_id=node_id, gpus=shape[0], placements=shape[1])
 
 
 def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
@@ -199,7 +245,7 @@ def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
         occupied.append((start, size))
     names = g.occupied_profiles
     return GpuState(
-        uuid=g.uuid, occupied=tuple(occupied),
+        uuid="", occupied=tuple(occupied),
         occupied_profiles=tuple(
             resolve_profile(model, name, f"{field}.occupied_profiles[{m}]").name
             for m, name in enumerate(names)
@@ -242,8 +288,9 @@ def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     known = _interned(_NODES, model)
     nodes = []
     for j, n in enumerate(p.nodes):
-        nodes.append(_intern(known, n.SerializeToString(), _NODES_MAX,
-                             partial(_node, model, n, f"{field}.nodes[{j}]")))
+        raw = n.SerializeToString()
+        nodes.append(_intern(known, raw, _NODES_MAX,
+                             partial(_node, model, n, raw, f"{field}.nodes[{j}]")))
     return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
                 nodes=tuple(nodes),
                 spellings=tuple((k, v) for k, v in spellings.items() if k != v))
