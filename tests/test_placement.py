@@ -628,3 +628,33 @@ def test_gpu_states_are_interned_by_what_they_hold_and_nodes_by_their_shape() ->
     assert n3.gpus == (n1.gpus[1], n1.gpus[0]) and n3.placements is not n1.placements
     assert n4.gpus is n5.gpus and len(n4.gpus[0].occupied_profiles) == 30
     assert n4.gpus[0].occupied == tuple((k, 1) for k in range(7))
+
+
+def test_a_bad_gpu_among_alike_nodes_is_named_by_its_path() -> None:
+    """Nodes and GPUs are read from the pool's bytes (rpc/convert.py), but a field that is
+    wrong is still named by its path, whichever node and GPU it is, and a node_id is checked
+    as every id is."""
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+    from recommender.core.catalog import load_catalog
+    from recommender.rpc.convert import InvalidArgument, request_from_pb
+
+    catalog = load_catalog()
+    good = pb.Gpu(uuid="g", occupied=[pb.Placement(start=0, size=4)])
+
+    def request(*nodes: pb.Node) -> pb.RecommendRequest:
+        return pb.RecommendRequest(action_id="a", pools=[pb.Pool(
+            pool_id="p", gpu_model="A100-40GB", strategy=pb.MIG_STRATEGY_MIXED,
+            profiles=["1g.5gb"], nodes=list(nodes))])
+
+    bad = pb.Gpu(uuid="b", occupied=[pb.Placement(start=6, size=4)])
+    with pytest.raises(InvalidArgument, match=r"^pools\[0\]\.nodes\[2\]\.gpus\[1\]\.occupied\[0\]"):
+        request_from_pb(catalog, request(*(pb.Node(node_id=f"n{k}", gpus=[good, good])
+                                           for k in range(2)),
+                                         pb.Node(node_id="n2", gpus=[good, bad])))
+    with pytest.raises(InvalidArgument, match=r"^pools\[0\]\.nodes\[1\]\.node_id: required"):
+        request_from_pb(catalog, request(pb.Node(node_id="n0", gpus=[good]),
+                                         pb.Node(node_id="  ", gpus=[good])))
+    ids = [n.node_id for n in request_from_pb(catalog, request(
+        pb.Node(node_id=" né-0 ", gpus=[good]), pb.Node(node_id="n" * 200, gpus=[good]))
+    ).pools[0].nodes]
+    assert ids == ["né-0", "n" * 200]

@@ -187,12 +187,13 @@ def _field(raw: bytes, pos: int) -> tuple[int, int, int]:
         shift += 7
 
 
-def _occupancies(raw: bytes) -> list[bytes] | None:
-    """Each GPU's bytes without its uuid, read from the bytes of a Node message (node_id = 1,
-    gpus = 2, a Gpu's uuid = 1, each written once and first, as protobuf writes them): the
-    keys of the GPU states, without a protobuf object per GPU. None for bytes written
-    otherwise (the caller reads the message instead)."""
+def _occupancies(raw: bytes) -> tuple[str, list[bytes]] | None:
+    """The node_id, and each GPU's bytes without its uuid, read from the bytes of a Node
+    message (node_id = 1, gpus = 2, a Gpu's uuid = 1, each written once and first, as
+    protobuf writes them): the keys of the GPU states, without a protobuf object per GPU.
+    None for bytes written otherwise (the caller reads the message instead)."""
     out = []
+    node_id = ""
     pos, end = 0, len(raw)
     while pos < end:
         tag, length = raw[pos], raw[pos + 1]
@@ -208,16 +209,43 @@ def _occupancies(raw: bytes) -> list[bytes] | None:
                 out.append(raw[skip:pos])
             else:
                 out.append(raw[start:pos])
-        elif tag != 0x0A:
+        elif tag == 0x0A:
+            node_id = raw[start:pos].decode()  # valid UTF-8: protobuf checked it on parsing
+        else:
+            return None
+    return node_id, out
+
+
+def _node_bytes(raw: bytes) -> list[bytes] | None:
+    """Each node's bytes, read from the bytes of a Pool message (fields 1, 2 and 4 strings,
+    3 an enum, 5 the nodes), without a protobuf object per node; None for bytes written
+    otherwise."""
+    out = []
+    pos, end = 0, len(raw)
+    while pos < end:
+        tag = raw[pos]
+        if tag == 0x18:  # strategy: a varint
+            pos += 1
+            while raw[pos] >= 0x80:
+                pos += 1
+            pos += 1
+            continue
+        tag, start, pos = _field(raw, pos)
+        if tag == 0x2A:
+            out.append(raw[start:pos])
+        elif tag not in (0x0A, 0x12, 0x22):
             return None
     return out
 
 
-def _node(model: GpuModel, n: pb.Node, raw: bytes, field: str) -> Node:
-    node_id = checked_text(n.node_id, f"{field}.node_id")
-    keys = _occupancies(raw)
-    if keys is None:
-        keys = [g.SerializeToString() for g in n.gpus]
+def _node(model: GpuModel, p: pb.Pool, j: int, raw: bytes, field: str) -> Node:
+    field = f"{field}.nodes[{j}]"
+    read = _occupancies(raw)
+    if read is None:
+        n = p.nodes[j]
+        read = n.node_id, [g.SerializeToString() for g in n.gpus]
+    node_id = checked_text(read[0], f"{field}.node_id")
+    keys = read[1]
     if len(keys) > config.MAX_GPUS_PER_NODE:
         raise InvalidArgument(f"{field}.gpus: at most {config.MAX_GPUS_PER_NODE} GPUs")
     shapes = _interned(_SHAPES, model)
@@ -225,7 +253,8 @@ def _node(model: GpuModel, n: pb.Node, raw: bytes, field: str) -> Node:
     if shape is None:
         known = _interned(_GPUS, model)
         states = tuple(
-            _intern(known, key, _GPUS_MAX, partial(_gpu, model, n.gpus[k], f"{field}.gpus[{k}]"))
+            _intern(known, key, _GPUS_MAX,
+                    partial(_gpu, model, p.nodes[j].gpus[k], f"{field}.gpus[{k}]"))
             for k, key in enumerate(keys))
         shape = _intern(shapes, tuple(keys), _SHAPES_MAX, lambda: (states, {}))
     return Node(node_id=node_id, gpus=shape[0], placements=shape[1])
@@ -255,11 +284,12 @@ def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
 def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     if not p.nodes:
         return _convert_pool(catalog, p, field)
-    return _intern(_interned(_POOLS, catalog), p.SerializeToString(), _POOLS_MAX,
-                   lambda: _convert_pool(catalog, p, field))
+    raw = p.SerializeToString()
+    return _intern(_interned(_POOLS, catalog), raw, _POOLS_MAX,
+                   lambda: _convert_pool(catalog, p, field, raw))
 
 
-def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
+def _convert_pool(catalog: Catalog, p: pb.Pool, field: str, raw: bytes = b"") -> Pool:
     pool_id = checked_text(p.pool_id, f"{field}.pool_id")
     model = resolve_model(catalog, p.gpu_model, f"{field}.gpu_model")
     if p.strategy not in STRATEGIES:
@@ -286,11 +316,16 @@ def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     if len(p.nodes) > config.MAX_NODES_PER_POOL:
         raise InvalidArgument(f"{field}.nodes: at most {config.MAX_NODES_PER_POOL} nodes")
     known = _interned(_NODES, model)
+    listed = _node_bytes(raw) if raw else None
+    if listed is None:
+        listed = [n.SerializeToString() for n in p.nodes]
     nodes = []
-    for j, n in enumerate(p.nodes):
-        raw = n.SerializeToString()
-        nodes.append(_intern(known, raw, _NODES_MAX,
-                             partial(_node, model, n, raw, f"{field}.nodes[{j}]")))
+    for j, node_raw in enumerate(listed):
+        node = known.get(node_raw)
+        if node is None:
+            node = _intern(known, node_raw, _NODES_MAX,
+                           partial(_node, model, p, j, node_raw, field))
+        nodes.append(node)
     return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
                 nodes=tuple(nodes),
                 spellings=tuple((k, v) for k, v in spellings.items() if k != v))
