@@ -130,9 +130,10 @@ worked out for it (`Node.placements`). At most _NODES_MAX per model (a few KB ea
 _GPUS: dict[int, tuple[GpuModel, dict[bytes, GpuState]]] = {}
 _GPUS_MAX = 16384
 """GPU states converted, by GPU model and the GPU message's bytes without its uuid: what it
-holds (`_occupancies`). A pool's GPUs are in a few states (a GPU has at most a few dozen legal
-layouts), so a node never seen, even of GPUs never seen, is one serialisation and a lookup per
-GPU, and what the policy works out for a GPU state (`GpuState.answers`) serves every GPU in it.
+holds (`_occupancies`). The GPUs of a pool are in few states (what MIG layouts allow, in
+practice a handful), so a node never seen, even of GPUs never seen, costs a slice of its bytes
+and a lookup per GPU, and what the policy works out for a GPU state (`GpuState.answers`)
+serves every GPU in it. (A client listing many odd states fills the table: it starts over.)
 The converted states are anonymous (uuid ""): the decision names a node, never a GPU, and
 every reason a GPU could be refused for is checked here, with the field's path."""
 _SHAPES: dict[int, tuple[GpuModel, dict[tuple[bytes, ...], tuple[tuple[GpuState, ...],
