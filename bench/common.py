@@ -144,7 +144,7 @@ def build_server(database_url: str, *, max_workers: int | None = None) -> Runnin
     if db.dialect.name == "postgresql":
         cache.enabled = False
         ActionListener(db, cache, origin=store.origin).start()
-    use_cases = UseCases(store, catalog=catalog, cache=cache)
+    use_cases = UseCases(store, catalog=catalog, cache=cache, population_in_background=True)
 
     def echo(request: Any, _context: grpc.ServicerContext) -> Any:
         return request

@@ -8,13 +8,14 @@ import math
 import random
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from recommender.core import config
 from recommender.core.catalog import Catalog
 from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.estimation import POPULATION, Evidence, default_estimator
-from recommender.core.online import ActionModels, fit_action
+from recommender.core.online import ActionModels, Design, _designs, common_features, fit_action
 from recommender.core.policy import by_expected_cost, recommend
 from recommender.core.population import PopulationSample, build_population
 from recommender.core.predictive import Predictive, expected_cost, t_quantile, t_survival
@@ -229,3 +230,92 @@ def test_an_oom_gives_way_to_the_true_peak_of_its_retry(store: SqlStore,
         NOW + timedelta(minutes=10))
     after = store.action_samples("grow", config.HISTORY_WINDOW)
     assert [(s.outcome, s.peak_mib) for s in after] == [(Outcome.SUCCEEDED, 12500.0)]
+
+
+def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
+                   ) -> tuple[float, float, float, float, float, float] | None:
+    """The least squares of one design as first written (a QR per design, every column and
+    weight built anew): (location for an empty request, scale, df, loss, level, leverage of
+    the next execution of an empty request). The oracle
+    for the shared, closed-form fit in `core.online`."""
+    n = len(samples)
+    y_mib = np.array([max(max(s.slice_mib * (1 + config.OOM_BUMP_FRACTION),
+                              s.slice_mib + config.OOM_BUMP_MIN_MIB), s.peak_mib)
+                      if s.outcome is Outcome.OOM else s.peak_mib for s in samples])
+    at = np.array([s.at_s for s in samples])
+    w = (0.5 ** (np.arange(n) / design.weight_half_life)
+         * 0.5 ** ((at.max() - at) / config.HISTORY_HALF_LIFE.total_seconds()))
+    cols = [np.ones(n)]
+    for f in design.features:
+        raw = np.array([float(s.features.get(f, math.nan)) for s in samples])
+        cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
+    if design.trend:
+        cols.append(-np.arange(n, dtype=np.float64))
+    x = np.column_stack(cols)
+    ok = np.all(np.isfinite(x), axis=1) & (y_mib > 0)
+    p = design.parameters
+    if int(ok.sum()) < p + 1:
+        return None
+    x, w, y_mib = x[ok], w[ok], y_mib[ok]
+    y = np.log(y_mib) if design.log_space else y_mib
+    sw = np.sqrt(w)
+    q, r = np.linalg.qr(x * sw[:, None])
+    if np.min(np.abs(np.diag(r))) < 1e-9 * max(1.0, float(np.max(np.abs(np.diag(r))))):
+        return None
+    coef = np.linalg.solve(r, q.T @ (y * sw))
+    leverage = np.minimum(np.sum(q * q, axis=1), 0.99)
+    loo = (y - x @ coef) / (1.0 - leverage)
+    dof = max(float(w.sum() ** 2 / np.sum(w * w)) - p, 0.0)
+    level = float(np.average(y_mib, weights=w))
+    prior_scale = prior_log_scale if design.log_space else prior_log_scale * level
+    var = (float(np.sum(w * loo * loo) / w.sum()) * dof
+           + prior_scale ** 2 * config.ONLINE_PRIOR_DF) / (dof + config.ONLINE_PRIOR_DF)
+    scale = math.sqrt(max(var, 1e-12))
+    df = dof + config.ONLINE_PRIOR_DF
+    qs = config.ONLINE_SELECTION_QUANTILE
+    bound = (x @ coef - (y - x @ coef) * leverage / (1.0 - leverage)
+             + scale * t_quantile(qs, df) * np.sqrt(1.0 + leverage))
+    diff = y_mib - (np.exp(np.minimum(bound, 50.0)) if design.log_space else bound)
+    loss = float(np.sum(w * np.maximum(qs * diff, (qs - 1.0) * diff)) / w.sum())
+    z = np.linalg.inv(r).T @ np.array([1.0] * (1 + int(design.trend)) + [0.0] * len(
+        design.features))
+    return (float(coef[0]) + (float(coef[-1]) if design.trend else 0.0), scale, df, loss, level,
+            float(z @ z))
+
+
+def test_the_shared_fit_is_the_least_squares_of_each_design() -> None:
+    """Every design's fit (one-column designs in closed form, the others sharing weights and
+    columns across designs) equals a plain QR least squares of it, and so does the served
+    p95: on histories with and without inputs, with OOMs, missing and constant inputs."""
+    rng = random.Random(5)
+    for trial in range(60):
+        n = rng.choice([2, 3, 6, 20, 47, 200, 500])
+        samples, ago = [], 0.0
+        for i in range(n):
+            ago += rng.uniform(1, 600)  # newest first, as fit_action orders them
+            f: dict[str, float] = {}
+            if trial % 2 and rng.random() > 0.1:
+                f = {"batch": float(rng.choice([1, 2, 4, 8])), "const": 3.0}
+                if rng.random() > 0.3:
+                    f["input_mb"] = rng.uniform(1, 5e6)
+            peak = 6000 * math.exp(rng.gauss(0, 0.2)) * (1 + 0.1 * f.get("batch", 0.0))
+            outcome = Outcome.OOM if rng.random() < 0.1 else Outcome.SUCCEEDED
+            samples.append(Sample(NOW - timedelta(minutes=ago), peak,
+                                  9856, outcome, execution_id=f"x{i}", features=f))
+        names = common_features(samples)
+        model = fit_action(samples, names, 0.1)
+        assert model is not None
+        designs = [d for d in _designs(names, n) if _reference_fit(d, samples, 0.1)]
+        assert sorted(f.design.name for f in model.fits) == sorted(d.name for d in designs)
+        for fit in model.fits:
+            ref = _reference_fit(fit.design, samples, 0.1)
+            assert ref is not None
+            got = (float(fit.coef[0]) + (float(fit.coef[-1]) if fit.design.trend else 0.0),
+                   fit.scale, fit.df, fit.loss, fit.mean_level_mib)
+            assert got == pytest.approx(ref[:5], rel=1e-9, abs=1e-9)
+            if not fit.design.features and not fit.changes:
+                need = fit.predict({})
+                assert need is not None
+                plain = Predictive(ref[0], ref[1] * math.sqrt(1.0 + ref[5]), ref[2],
+                                   fit.design.log_space)
+                assert need.quantile(0.95) == pytest.approx(plain.quantile(0.95), rel=1e-9)

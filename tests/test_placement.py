@@ -599,21 +599,62 @@ def test_single_profile_shortcut_gives_the_general_searchs_answer(
     assert compared > 20  # enough of them fit to compare placements, not just "no"
 
 
-def test_a_gpu_message_converts_once_and_an_unnamed_gpu_is_named_by_its_node() -> None:
-    """GPU states are interned by message bytes (rpc/convert.py): the same message on two
-    nodes gives the same state, and a GPU without a uuid still gets its own node's name."""
+def test_gpu_states_are_interned_by_what_they_hold_and_nodes_by_their_shape() -> None:
+    """rpc/convert.py reads a GPU message's bytes without its uuid: GPUs that hold the same
+    share one state (uuid or not, long uuids and long messages too), and nodes whose GPUs are
+    in the same states in the same order share their GPUs and the policy's answers; another
+    order is another shape."""
     from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
     from recommender.core.catalog import load_catalog
     from recommender.rpc.convert import request_from_pb
 
     catalog = load_catalog()
-    named = pb.Gpu(uuid="GPU-a", occupied=[pb.Placement(start=0, size=4)])
-    unnamed = pb.Gpu(occupied=[pb.Placement(start=4, size=4)])
+    low = [pb.Placement(start=0, size=4)]
+    high = [pb.Placement(start=4, size=4)]
+    many = [pb.Placement(start=k, size=1) for k in range(7)]  # > 127 bytes with the uuid
+    gpus = [pb.Gpu(uuid="GPU-a", occupied=low), pb.Gpu(occupied=high),
+            pb.Gpu(uuid="G" * 300, occupied=low), pb.Gpu(uuid="GPU-b", occupied=high),
+            pb.Gpu(uuid="x" * 200, occupied=many, occupied_profiles=["1g.5gb"] * 30),
+            pb.Gpu(uuid="y", occupied=many, occupied_profiles=["1g.5gb"] * 30)]
     m = pb.RecommendRequest(action_id="a", pools=[pb.Pool(
         pool_id="p", gpu_model="A100-40GB", strategy=pb.MIG_STRATEGY_MIXED, nodes=[
-            pb.Node(node_id="n1", gpus=[named, unnamed]),
-            pb.Node(node_id="n2", gpus=[named, unnamed, unnamed])])])
-    n1, n2 = request_from_pb(catalog, m).pools[0].nodes
-    assert n1.gpus[0] is n2.gpus[0] and n1.gpus[0].occupied == ((0, 4),)
-    assert [g.uuid for g in n1.gpus[1:] + n2.gpus[1:]] == ["n1/1", "n2/1", "n2/2"]
-    assert all(g.occupied == ((4, 4),) for g in n1.gpus[1:] + n2.gpus[1:])
+            pb.Node(node_id="n1", gpus=gpus[0:2]), pb.Node(node_id="n2", gpus=gpus[2:4]),
+            pb.Node(node_id="n3", gpus=[gpus[1], gpus[0]]),
+            pb.Node(node_id="n4", gpus=gpus[4:5]), pb.Node(node_id="n5", gpus=gpus[5:6])])])
+    n1, n2, n3, n4, n5 = request_from_pb(catalog, m).pools[0].nodes
+    assert [n.node_id for n in (n1, n2, n3, n4, n5)] == ["n1", "n2", "n3", "n4", "n5"]
+    assert n1.gpus is n2.gpus and n1.placements is n2.placements
+    assert [g.occupied for g in n1.gpus] == [((0, 4),), ((4, 4),)]
+    assert n3.gpus == (n1.gpus[1], n1.gpus[0]) and n3.placements is not n1.placements
+    assert n4.gpus is n5.gpus and len(n4.gpus[0].occupied_profiles) == 30
+    assert n4.gpus[0].occupied == tuple((k, 1) for k in range(7))
+
+
+def test_a_bad_gpu_among_alike_nodes_is_named_by_its_path() -> None:
+    """Nodes and GPUs are read from the pool's bytes (rpc/convert.py), but a field that is
+    wrong is still named by its path, whichever node and GPU it is, and a node_id is checked
+    as every id is."""
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+    from recommender.core.catalog import load_catalog
+    from recommender.rpc.convert import InvalidArgument, request_from_pb
+
+    catalog = load_catalog()
+    good = pb.Gpu(uuid="g", occupied=[pb.Placement(start=0, size=4)])
+
+    def request(*nodes: pb.Node) -> pb.RecommendRequest:
+        return pb.RecommendRequest(action_id="a", pools=[pb.Pool(
+            pool_id="p", gpu_model="A100-40GB", strategy=pb.MIG_STRATEGY_MIXED,
+            profiles=["1g.5gb"], nodes=list(nodes))])
+
+    bad = pb.Gpu(uuid="b", occupied=[pb.Placement(start=6, size=4)])
+    with pytest.raises(InvalidArgument, match=r"^pools\[0\]\.nodes\[2\]\.gpus\[1\]\.occupied\[0\]"):
+        request_from_pb(catalog, request(*(pb.Node(node_id=f"n{k}", gpus=[good, good])
+                                           for k in range(2)),
+                                         pb.Node(node_id="n2", gpus=[good, bad])))
+    with pytest.raises(InvalidArgument, match=r"^pools\[0\]\.nodes\[1\]\.node_id: required"):
+        request_from_pb(catalog, request(pb.Node(node_id="n0", gpus=[good]),
+                                         pb.Node(node_id="  ", gpus=[good])))
+    ids = [n.node_id for n in request_from_pb(catalog, request(
+        pb.Node(node_id=" né-0 ", gpus=[good]), pb.Node(node_id="n" * 200, gpus=[good]))
+    ).pools[0].nodes]
+    assert ids == ["né-0", "n" * 200]

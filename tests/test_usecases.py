@@ -8,6 +8,8 @@ the SQL store and the fake side by side and compares every answer.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from recommender.core import config
 from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
 from recommender.core.domain import (
@@ -27,6 +30,7 @@ from recommender.core.domain import (
     StoreUnavailable,
 )
 from recommender.core.ladder import LadderExhausted
+from recommender.core.population import PopulationSample
 from recommender.core.ports import Store
 from recommender.core.usecases import UnknownRecommendation, UseCases
 from tests.builders import T0, execution, mk, model_version, req
@@ -426,3 +430,57 @@ def test_the_fake_answers_a_scripted_history_as_sql_does(tmp_path: Path,
 
     with sql_store(f"sqlite:///{tmp_path / 'side-by-side.db'}") as sql:
         assert run(InMemoryStore()) == run(sql)
+
+
+class _SlowPopulation(InMemoryStore):
+    """A store whose population read waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.reads = 0
+
+    def population_samples(self, limit: int) -> list[PopulationSample]:
+        self.reads += 1
+        if self.reads > 1:
+            assert self.release.wait(10)
+        return super().population_samples(limit)
+
+
+def test_the_population_is_read_again_off_the_request_path(catalog: Catalog) -> None:
+    """The server's use cases read a stale population in a thread of their own: the caller
+    that found it stale is answered at once from the population read before, and the next
+    calls use the new one once it is in."""
+    store = _SlowPopulation()
+    uc = UseCases(store, catalog=catalog, clock=lambda: T0, population_in_background=True)
+    for a in range(3):
+        for k in range(3):
+            uc.record_execution(execution(f"e{a}-{k}", f"act-{a}", peak=3000.0 + 100 * a,
+                                          at=T0 - timedelta(hours=k)))
+    first = uc.memory_population()  # the first read is inline: nothing to serve meanwhile
+    assert first is not None and first.actions == 3 and store.reads == 1
+    for k in range(3):
+        uc.record_execution(execution(f"new-{k}", "act-3", peak=9000.0,
+                                      at=T0 - timedelta(hours=k)))
+    started = time.monotonic()
+    during = uc.recommend(req(catalog, "act-4"))  # finds it stale: the read waits in a thread
+    assert time.monotonic() - started < 5 and store.reads == 2
+    assert during.stored and uc.memory_population() is first
+    store.release.set()
+    uc.wait_for_population()
+    now = uc.memory_population()
+    assert now is not first and now is not None and now.actions == 4
+
+
+def test_a_failed_background_population_read_keeps_the_one_before(catalog: Catalog) -> None:
+    store = InMemoryStore()
+    uc = UseCases(store, catalog=catalog, clock=lambda: T0, population_in_background=True)
+    for k in range(3):
+        uc.record_execution(execution(f"e{k}", "act", at=T0 - timedelta(hours=k)))
+    first = uc.memory_population()
+    assert first is not None
+    store.available = False
+    uc._records_since_population = config.POPULATION_REFRESH_RECORDS
+    assert uc.memory_population() is first
+    uc.wait_for_population()
+    assert uc.memory_population() is first

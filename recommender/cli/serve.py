@@ -77,7 +77,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         serve_metrics(args.metrics_host, args.metrics_port)
     freeze_startup_heap()
     try:
-        running = start(UseCases(store, catalog=catalog, learned=learned.current, cache=cache),
+        running = start(UseCases(store, catalog=catalog, learned=learned.current, cache=cache,
+                                  population_in_background=True),
                         catalog, host=args.host, port=port, admin_token=admin_token, tls=tls,
                         max_workers=args.rpc_threads or config.RPC_THREADS)
     except (OSError, RuntimeError) as e:  # taken since check_bindable: gRPC says only "failed"

@@ -40,22 +40,29 @@ class Outcome(enum.Enum):
     CANCELLED = "CANCELLED"
 
 
+_BUSY = ("busy GPUs",)
+"""`Node.placements` key of the busy count (the policy's keys are longer tuples)."""
+
+
 @dataclass(frozen=True)
 class Node:
     node_id: str
     gpus: tuple[GpuState, ...]
+    placements: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The policy's answers for this node, by (model, units, profile, count): a node is
+    immutable, so each is computed once however often it is asked (`policy.find_node`). An
+    answer depends only on the GPU states in order: `rpc.convert` hands nodes of one shape the
+    same dict."""
 
-    @cached_property
+    @property
     def busy_gpus(self) -> int:
-        """GPUs with something on them. Computed once: the policy ranks nodes by it for the
-        recommendation and again for each rung of the ladder."""
-        return sum(1 for g in self.gpus if not g.idle)
+        """GPUs with something on them. Computed once per shape (kept with its placements):
+        the policy ranks nodes by it for the recommendation and again for each rung."""
+        busy = self.placements.get(_BUSY)
+        if busy is None:
+            busy = self.placements[_BUSY] = sum(1 for g in self.gpus if not g.idle)
+        return int(busy)
 
-    @cached_property
-    def placements(self) -> dict[Any, Any]:
-        """The policy's answers for this node, by (model, units, profile, count): a node is
-        immutable, so each is computed once however often it is asked (`policy.find_node`)."""
-        return {}
 
 
 def pool_profiles_problem(strategy: Strategy, profiles: tuple[MigProfile, ...]) -> str | None:

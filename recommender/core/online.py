@@ -147,14 +147,11 @@ class ActionModel:
         return None
 
 
-def _weights(samples: Sequence[Sample], half_life_executions: float) -> FloatArray:
+def _weights(ranks: FloatArray, ages: FloatArray, half_life_executions: float) -> FloatArray:
     """By rank and by age. Age is counted from the newest sample, not from now: every weight
     shares the factor for the newest sample's own age, and the fits only use weights relative
     to each other, so the fit does not change as time passes (no refit when the clock moves)
     and ages of years (executions stamped long ago) do not underflow."""
-    ranks = np.arange(len(samples), dtype=np.float64)
-    at = np.fromiter((s.at_s for s in samples), np.float64, len(samples))
-    ages = np.maximum(at.max() - at, 0.0)
     return np.asarray(
         0.5 ** (ranks / half_life_executions)
         * 0.5 ** (ages / config.HISTORY_HALF_LIFE.total_seconds()))
@@ -183,50 +180,113 @@ def _designs(feature_names: Sequence[str], n: int) -> list[Design]:
     return designs
 
 
-def _fit(design: Design, inputs: Mapping[str, FloatArray], y_mib: FloatArray, w: FloatArray,
-         prior_log_scale: float) -> Fit | None:
-    n = y_mib.shape[0]
-    cols = [np.ones(n)]
-    for f in design.features:
-        raw = inputs[f]
-        cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
-    if design.trend:
-        cols.append(-np.arange(n, dtype=np.float64))  # newest at 0, older negative
-    x = np.column_stack(cols)
-    ok = np.all(np.isfinite(x), axis=1) & (y_mib > 0)
+@dataclass
+class _Data:
+    """What every design fitted on one history shares, computed once per refit (a refit runs
+    at every recorded execution: per-design copies of these were most of its cost)."""
+
+    y_mib: FloatArray
+    log_y: FloatArray
+    inputs: Mapping[str, FloatArray]
+    ranks: FloatArray
+    ages: FloatArray
+    weights: dict[float, _Weighted] = field(default_factory=dict)
+
+    def weighted(self, half_life: float) -> _Weighted:
+        found = self.weights.get(half_life)
+        if found is None:
+            found = self.weights[half_life] = _Weighted.of(
+                _weights(self.ranks, self.ages, half_life), self.y_mib)
+        return found
+
+
+@dataclass(frozen=True)
+class _Weighted:
+    """One set of weights over the whole history and its sums (for designs with every row)."""
+
+    w: FloatArray
+    sw: FloatArray
+    total: float
+    n_eff: float
+    level: float
+
+    @classmethod
+    def of(cls, w: FloatArray, y_mib: FloatArray) -> _Weighted:
+        total = float(w.sum())
+        return cls(w, np.sqrt(w), total, total * total / float(w @ w),
+                   float(w @ y_mib) / total)
+
+
+def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
+    n = data.y_mib.shape[0]
     p = design.parameters
-    if int(ok.sum()) < p + 1:
-        return None
-    x, w_ok, y_mib = x[ok], w[ok], y_mib[ok]
-    y = np.log(y_mib) if design.log_space else y_mib
-    sw = np.sqrt(w_ok)
-    q, r = np.linalg.qr(x * sw[:, None])
-    if np.min(np.abs(np.diag(r))) < 1e-9 * max(1.0, float(np.max(np.abs(np.diag(r))))):
-        return None  # a feature that never varies: the constant design says the same
-    coef = np.linalg.solve(r, q.T @ (y * sw))
-    leverage = np.minimum(np.sum(q * q, axis=1), 0.99)
-    loo = (y - x @ coef) / (1.0 - leverage)
-    n_eff = float(w_ok.sum() ** 2 / np.sum(w_ok * w_ok))
+    weighted = data.weighted(design.weight_half_life)
+    if not design.features and not design.trend:
+        # One constant column: the least squares is a weighted mean, its leverage w / sum(w),
+        # in closed form (what the QR below gives, without a factorisation).
+        if n < 2:
+            return None
+        y_mib, w_ok = data.y_mib, weighted.w
+        y = data.log_y if design.log_space else y_mib
+        total = weighted.total
+        fitted = np.full(n, float(w_ok @ y) / total)
+        coef = fitted[:1].copy()
+        leverage = np.minimum(w_ok / total, 0.99)
+        r_inv = np.array([[1.0 / math.sqrt(total)]])
+        n_eff, level = weighted.n_eff, weighted.level
+    else:
+        cols = [np.ones(n)]
+        for f in design.features:
+            raw = data.inputs[f]
+            cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
+        if design.trend:
+            cols.append(-data.ranks)  # newest at 0, older negative
+        x = np.column_stack(cols)
+        w_ok, y_mib, y, sw = weighted.w, data.y_mib, data.log_y, weighted.sw
+        if design.features:  # a run that lacked an input sits out
+            ok = np.all(np.isfinite(x), axis=1)
+            if int(ok.sum()) < p + 1:
+                return None
+            if not ok.all():
+                x, w_ok, y_mib, y, sw = x[ok], w_ok[ok], y_mib[ok], y[ok], sw[ok]
+        elif n < p + 1:
+            return None
+        if not design.log_space:
+            y = y_mib
+        q, r = np.linalg.qr(x * sw[:, None])
+        diag = np.abs(np.diag(r))
+        if diag.min() < 1e-9 * max(1.0, float(diag.max())):
+            return None  # a feature that never varies: the constant design says the same
+        r_inv = np.linalg.inv(r)
+        coef = r_inv @ (q.T @ (y * sw))
+        fitted = x @ coef
+        leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
+        total = float(w_ok.sum())
+        if w_ok is weighted.w:
+            n_eff, level = weighted.n_eff, weighted.level
+        else:
+            n_eff = total * total / float(w_ok @ w_ok)
+            level = float(w_ok @ y_mib) / total
+    residual = y - fitted
+    loo = residual / (1.0 - leverage)
     dof = max(n_eff - p, 0.0)
-    level = float(np.average(y_mib, weights=w_ok))
     prior_scale = prior_log_scale if design.log_space else prior_log_scale * level
     prior_df = config.ONLINE_PRIOR_DF
-    var = (float(np.sum(w_ok * loo * loo) / w_ok.sum()) * dof + prior_scale ** 2 * prior_df) / (
+    var = (float(w_ok @ (loo * loo)) / total * dof + prior_scale ** 2 * prior_df) / (
         dof + prior_df)
     scale = math.sqrt(max(var, 1e-12))
     df = dof + prior_df
     # Leave-one-out pinball loss of the bound the policy would have used, in MiB.
     q_sel = config.ONLINE_SELECTION_QUANTILE
-    bound = (x @ coef - (y - x @ coef) * leverage / (1.0 - leverage)
+    bound = (fitted - loo * leverage
              + scale * t_quantile(q_sel, df) * np.sqrt(1.0 + leverage))
     bound_mib = np.exp(np.minimum(bound, 50.0)) if design.log_space else bound
     diff = y_mib - bound_mib
     pinball = np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
-    loss = float(np.sum(w_ok * pinball) / w_ok.sum())
-    r_inv = np.linalg.inv(r)
+    loss = float(w_ok @ pinball) / total
     log_loo = loo if design.log_space else (
         np.log(y_mib) - np.log(np.maximum(y_mib - loo, 1.0)))
-    return Fit(design, coef, r_inv, scale, df, loss, int(ok.sum()), level,
+    return Fit(design, coef, r_inv, scale, df, loss, int(y_mib.shape[0]), level,
                Residuals.of(log_loo, w_ok))
 
 
@@ -330,14 +390,11 @@ def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
     # Each input as a column once, for every design that uses it (NaN where a run lacked it).
     inputs = {f: np.fromiter((float(s.features.get(f, math.nan)) for s in informative),
                              np.float64, n) for f in feature_names}
-    weights: dict[float, FloatArray] = {}
-    fits = []
-    for d in _designs(feature_names, len(informative)):
-        hl = d.weight_half_life
-        if hl not in weights:
-            weights[hl] = _weights(informative, hl)
-        if (f := _fit(d, inputs, y, weights[hl], prior_log_scale)) is not None:
-            fits.append(f)
+    at = np.fromiter((s.at_s for s in informative), np.float64, n)
+    data = _Data(y, np.log(y), inputs, np.arange(n, dtype=np.float64),
+                 np.maximum(at.max() - at, 0.0))
+    fits = [f for d in _designs(feature_names, n)
+            if (f := _fit(d, data, prior_log_scale)) is not None]
     if not fits:
         return None
     fits.sort(key=lambda f: f.loss)

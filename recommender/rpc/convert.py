@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -130,21 +129,30 @@ bytes give the same (immutable, validated) Node, with the placements the policy 
 worked out for it (`Node.placements`). At most _NODES_MAX per model (a few KB each)."""
 _GPUS: dict[int, tuple[GpuModel, dict[bytes, GpuState]]] = {}
 _GPUS_MAX = 16384
-"""GPUs converted, by GPU model and the GPU message's bytes (its uuid among them, so a GPU's
-few states): what a node seen for the first time is mostly made of. About 800 bytes each with
-what the policy keeps on it (tracemalloc, 256 nodes of 8 GPUs), so at most about 13 MB per
-model: the GPUs of a pool at the input limits (1,024 nodes of 16), or a few states each of a
-few thousand GPUs."""
+"""GPU states converted, by GPU model and the GPU message's bytes without its uuid: what it
+holds (`_occupancies`). The GPUs of a pool are in few states (what MIG layouts allow, in
+practice a handful), so a node never seen, even of GPUs never seen, costs a slice of its bytes
+and a lookup per GPU, and what the policy works out for a GPU state (`GpuState.answers`)
+serves every GPU in it. (A client listing many odd states fills the table: it starts over.)
+The converted states are anonymous (uuid ""): the decision names a node, never a GPU, and
+every reason a GPU could be refused for is checked here, with the field's path."""
+_SHAPES: dict[int, tuple[GpuModel, dict[tuple[bytes, ...], tuple[tuple[GpuState, ...],
+                                                                  dict[Any, Any]]]]] = {}
+_SHAPES_MAX = 8192
+"""Node shapes, by GPU model and the states of its GPUs in order: nodes of one shape share their
+GPUs tuple and the policy's answers (`Node.placements`: an answer depends only on the GPU
+states in order), so a listing of many alike nodes is placed once per shape."""
 _POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
 _POOLS_MAX = 16
 """Whole pools listing nodes, by catalog and the pool message's bytes: a pool listed again
 unchanged costs one serialisation and a lookup."""
 
 K = TypeVar("K")
+R = TypeVar("R", bytes, tuple[bytes, ...])
 V = TypeVar("V")
 
 
-def _interned(tables: dict[int, tuple[K, dict[bytes, V]]], owner: K) -> dict[bytes, V]:
+def _interned(tables: dict[int, tuple[K, dict[R, V]]], owner: K) -> dict[R, V]:
     """`owner`'s table (by identity: catalogs and models are few and live as long as the
     server; tests make many, hence the bound)."""
     entry = tables.get(id(owner))
@@ -155,7 +163,7 @@ def _interned(tables: dict[int, tuple[K, dict[bytes, V]]], owner: K) -> dict[byt
     return entry[1]
 
 
-def _intern(known: dict[bytes, V], raw: bytes, limit: int, make: Callable[[], V]) -> V:
+def _intern(known: dict[R, V], raw: R, limit: int, make: Callable[[], V]) -> V:
     """The value converted from these message bytes before, else `make()` kept for next time;
     a full table starts over (bounded memory, and a listing's entries come back at once)."""
     found = known.get(raw)
@@ -167,22 +175,90 @@ def _intern(known: dict[bytes, V], raw: bytes, limit: int, make: Callable[[], V]
     return found
 
 
-def _node(model: GpuModel, n: pb.Node, field: str) -> Node:
-    node_id = checked_text(n.node_id, f"{field}.node_id")
-    if len(n.gpus) > config.MAX_GPUS_PER_NODE:
+def _field(raw: bytes, pos: int) -> tuple[int, int, int]:
+    """(tag, start, end) of the length-delimited field at `pos` of a message's bytes."""
+    tag = raw[pos]
+    length, shift, pos = 0, 0, pos + 1
+    while True:
+        byte = raw[pos]
+        length |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return tag, pos, pos + length
+        shift += 7
+
+
+def _occupancies(raw: bytes) -> tuple[str, list[bytes]] | None:
+    """The node_id, and each GPU's bytes without its uuid, read from the bytes of a Node
+    message (node_id = 1, gpus = 2, a Gpu's uuid = 1, each written once and first, as
+    protobuf writes them): the keys of the GPU states, without a protobuf object per GPU.
+    None for bytes written otherwise (the caller reads the message instead)."""
+    out = []
+    node_id = ""
+    pos, end = 0, len(raw)
+    while pos < end:
+        tag, length = raw[pos], raw[pos + 1]
+        if length < 0x80:  # short fields (most): read inline
+            start, pos = pos + 2, pos + 2 + length
+        else:
+            tag, start, pos = _field(raw, pos)
+        if tag == 0x12:
+            if start < pos and raw[start] == 0x0A:
+                uuid_length = raw[start + 1]
+                skip = (start + 2 + uuid_length if uuid_length < 0x80
+                        else _field(raw, start)[2])
+                out.append(raw[skip:pos])
+            else:
+                out.append(raw[start:pos])
+        elif tag == 0x0A:
+            node_id = raw[start:pos].decode()  # valid UTF-8: protobuf checked it on parsing
+        else:
+            return None
+    return node_id, out
+
+
+def _node_bytes(raw: bytes) -> list[bytes] | None:
+    """Each node's bytes, read from the bytes of a Pool message (fields 1, 2 and 4 strings,
+    3 an enum, 5 the nodes), without a protobuf object per node; None for bytes written
+    otherwise."""
+    out = []
+    pos, end = 0, len(raw)
+    while pos < end:
+        tag = raw[pos]
+        if tag == 0x18:  # strategy: a varint
+            pos += 1
+            while raw[pos] >= 0x80:
+                pos += 1
+            pos += 1
+            continue
+        tag, start, pos = _field(raw, pos)
+        if tag == 0x2A:
+            out.append(raw[start:pos])
+        elif tag not in (0x0A, 0x12, 0x22):
+            return None
+    return out
+
+
+def _node(model: GpuModel, p: pb.Pool, j: int, raw: bytes, field: str) -> Node:
+    field = f"{field}.nodes[{j}]"
+    read = _occupancies(raw)
+    if read is None:
+        n = p.nodes[j]
+        read = n.node_id, [g.SerializeToString() for g in n.gpus]
+    node_id = checked_text(read[0], f"{field}.node_id")
+    keys = read[1]
+    if len(keys) > config.MAX_GPUS_PER_NODE:
         raise InvalidArgument(f"{field}.gpus: at most {config.MAX_GPUS_PER_NODE} GPUs")
-    known = _interned(_GPUS, model)
-    gpus = []
-    for k, g in enumerate(n.gpus):
-        # A node seen for the first time mostly holds GPUs seen before (one GPU's state
-        # changed, or the node moved between listings): one serialisation and a lookup per
-        # GPU instead of reading its fields (protobuf access and a GpuState, about 4x more).
-        gpu = _intern(known, g.SerializeToString(), _GPUS_MAX,
-                      partial(_gpu, model, g, f"{field}.gpus[{k}]"))
-        if not gpu.uuid:
-            gpu = replace(gpu, uuid=f"{node_id}/{k}")
-        gpus.append(gpu)
-    return Node(node_id=node_id, gpus=tuple(gpus))
+    shapes = _interned(_SHAPES, model)
+    shape = shapes.get(tuple(keys))
+    if shape is None:
+        known = _interned(_GPUS, model)
+        states = tuple(
+            _intern(known, key, _GPUS_MAX,
+                    partial(_gpu, model, p.nodes[j].gpus[k], f"{field}.gpus[{k}]"))
+            for k, key in enumerate(keys))
+        shape = _intern(shapes, tuple(keys), _SHAPES_MAX, lambda: (states, {}))
+    return Node(node_id=node_id, gpus=shape[0], placements=shape[1])
 
 
 def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
@@ -199,7 +275,7 @@ def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
         occupied.append((start, size))
     names = g.occupied_profiles
     return GpuState(
-        uuid=g.uuid, occupied=tuple(occupied),
+        uuid="", occupied=tuple(occupied),
         occupied_profiles=tuple(
             resolve_profile(model, name, f"{field}.occupied_profiles[{m}]").name
             for m, name in enumerate(names)
@@ -209,11 +285,12 @@ def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
 def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     if not p.nodes:
         return _convert_pool(catalog, p, field)
-    return _intern(_interned(_POOLS, catalog), p.SerializeToString(), _POOLS_MAX,
-                   lambda: _convert_pool(catalog, p, field))
+    raw = p.SerializeToString()
+    return _intern(_interned(_POOLS, catalog), raw, _POOLS_MAX,
+                   lambda: _convert_pool(catalog, p, field, raw))
 
 
-def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
+def _convert_pool(catalog: Catalog, p: pb.Pool, field: str, raw: bytes = b"") -> Pool:
     pool_id = checked_text(p.pool_id, f"{field}.pool_id")
     model = resolve_model(catalog, p.gpu_model, f"{field}.gpu_model")
     if p.strategy not in STRATEGIES:
@@ -240,10 +317,16 @@ def _convert_pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
     if len(p.nodes) > config.MAX_NODES_PER_POOL:
         raise InvalidArgument(f"{field}.nodes: at most {config.MAX_NODES_PER_POOL} nodes")
     known = _interned(_NODES, model)
+    listed = _node_bytes(raw) if raw else None
+    if listed is None:
+        listed = [n.SerializeToString() for n in p.nodes]
     nodes = []
-    for j, n in enumerate(p.nodes):
-        nodes.append(_intern(known, n.SerializeToString(), _NODES_MAX,
-                             partial(_node, model, n, f"{field}.nodes[{j}]")))
+    for j, node_raw in enumerate(listed):
+        node = known.get(node_raw)
+        if node is None:
+            node = _intern(known, node_raw, _NODES_MAX,
+                           partial(_node, model, p, j, node_raw, field))
+        nodes.append(node)
     return Pool(pool_id=pool_id, gpu_model=model, strategy=strategy, profiles=profiles,
                 nodes=tuple(nodes),
                 spellings=tuple((k, v) for k, v in spellings.items() if k != v))
