@@ -658,3 +658,48 @@ def test_a_bad_gpu_among_alike_nodes_is_named_by_its_path() -> None:
         pb.Node(node_id=" né-0 ", gpus=[good]), pb.Node(node_id="n" * 200, gpus=[good]))
     ).pools[0].nodes]
     assert ids == ["né-0", "n" * 200]
+
+
+def test_the_byte_reader_of_nodes_agrees_with_protobuf_on_random_messages() -> None:
+    """rpc/convert.py reads nodes and GPUs from a pool's bytes by hand (field numbers and wire
+    types of proto/): on random pools (empty and 127/128/300-byte ids, GPUs with and without
+    uuids, nodes without GPUs, unicode), what it reads is what protobuf parses, and bytes it
+    does not expect (an unknown field) make it give way to protobuf instead of guessing."""
+    import random
+
+    from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
+    from recommender.rpc.convert import _node_bytes, _occupancies
+
+    rng = random.Random(5)
+
+    def text() -> str:
+        return rng.choice(["", "a", "né-ü", "x" * 126, "y" * 127, "z" * 128, "w" * 300])
+
+    for _ in range(300):
+        pool = pb.Pool(pool_id=text(), gpu_model=rng.choice(["", "A100-40GB"]),
+                       strategy=rng.choice([0, 1, 2, 3]),
+                       profiles=[text() for _ in range(rng.randint(0, 2))])
+        for _ in range(rng.randint(0, 4)):
+            node = pool.nodes.add(node_id=text())
+            for _ in range(rng.randint(0, 3)):
+                node.gpus.add(uuid=text(), occupied_profiles=[text()] * rng.randint(0, 2),
+                              occupied=[pb.Placement(start=rng.randint(0, 7),
+                                                     size=rng.randint(0, 300))
+                                        for _ in range(rng.randint(0, 20))])
+        raw = pool.SerializeToString()
+        listed = _node_bytes(raw)
+        assert listed == [n.SerializeToString() for n in pool.nodes]
+        for node_raw, node in zip(listed, pool.nodes, strict=True):
+            read = _occupancies(node_raw)
+            assert read is not None
+            assert read[0] == node.node_id
+            expected = []
+            for g in node.gpus:
+                anonymous = pb.Gpu()
+                anonymous.CopyFrom(g)
+                anonymous.uuid = ""
+                expected.append(anonymous.SerializeToString())
+            assert read[1] == expected
+    unknown = pb.Node(node_id="n").SerializeToString() + b"\x18\x01"  # field 3, a varint
+    assert _occupancies(unknown) is None
+    assert _node_bytes(pb.Pool(pool_id="p").SerializeToString() + b"\x30\x01") is None
