@@ -91,6 +91,28 @@ def test_inputs_explain_the_peak_and_the_model_finds_it() -> None:
     assert none is not None and not none[1].design.features
 
 
+def test_memory_that_grows_with_the_product_of_two_inputs_is_modelled_as_such() -> None:
+    """Activations take batch x input size x a per-element cost on top of a fixed footprint:
+    neither a sum of the inputs nor a power law of each is that shape, and their bounds must
+    cover its scatter at every size, so they are wide. The design with the inputs' product
+    wins the leave-one-out comparison and sizes small and large requests close to what they
+    need. With one input there is no product to take."""
+    rng = random.Random(3)
+    samples = []
+    for i in range(80):
+        batch, size = float(2 ** rng.randint(0, 5)), rng.uniform(5.0, 100.0)
+        peak = (3000 + 4 * batch * size) * math.exp(rng.gauss(0, 0.03))
+        samples.append(run(peak, i, {"batch_size": batch, "input_mb": size}))
+    model = fit_action(samples, ("batch_size", "input_mb"), 0.05)
+    assert model is not None and model.fits[0].design.products
+    for batch, size in ((1.0, 5.0), (32.0, 100.0), (32.0, 5.0), (1.0, 100.0)):
+        need = 3000 + 4 * batch * size
+        got = model.predict({"batch_size": batch, "input_mb": size})
+        assert got is not None
+        assert need < got[0].quantile(0.95) < need * 1.15, (batch, size)
+    assert not any(d.products for d in _designs(("batch_size",), 80))
+
+
 def test_each_action_is_calibrated_on_its_own_errors() -> None:
     rng = random.Random(2)
     steady = [run(5000 * math.exp(rng.gauss(0, 0.02)), i) for i in range(40)]
@@ -249,6 +271,9 @@ def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
     for f in design.features:
         raw = np.array([float(s.features.get(f, math.nan)) for s in samples])
         cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
+    if design.products:
+        k = len(design.features)
+        cols += [cols[1 + i] * cols[1 + j] for i in range(k) for j in range(i + 1, k)]
     if design.trend:
         cols.append(-np.arange(n, dtype=np.float64))
     x = np.column_stack(cols)
@@ -277,8 +302,11 @@ def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
              + scale * t_quantile(qs, df) * np.sqrt(1.0 + leverage))
     diff = y_mib - (np.exp(np.minimum(bound, 50.0)) if design.log_space else bound)
     loss = float(np.sum(w * np.maximum(qs * diff, (qs - 1.0) * diff)) / w.sum())
-    z = np.linalg.inv(r).T @ np.array([1.0] * (1 + int(design.trend)) + [0.0] * len(
-        design.features))
+    empty = np.zeros(p)  # an empty request: the constant, and the next step of a trend
+    empty[0] = 1.0
+    if design.trend:
+        empty[-1] = 1.0
+    z = np.linalg.inv(r).T @ empty
     return (float(coef[0]) + (float(coef[-1]) if design.trend else 0.0), scale, df, loss, level,
             float(z @ z))
 

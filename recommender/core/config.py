@@ -103,6 +103,10 @@ ONLINE_FEATURE_PRESENCE = 0.8
 ONLINE_MAX_FEATURES = 4
 """Inputs per action model: each costs data; the busiest features first."""
 
+ONLINE_MAX_PRODUCT_FEATURES = 3
+"""Inputs up to which a design with their pairwise products is also fitted (3 products for 3
+inputs; 4 would add 6 columns, more than a thin history can pay for)."""
+
 ONLINE_MEMO_ACTIONS = 20_000
 """Actions whose fitted models a replica keeps (a few KB each), like CACHE_MAX_ACTIONS."""
 

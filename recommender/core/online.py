@@ -6,12 +6,14 @@ the next change; a Recommend then costs a dot product and a t tail (microseconds
 
 Each fit is a *design*: log peak on a constant (the decayed history), on a trend in the action's
 execution order (memory that grows within a pod's life), on the log of the request's features
-(memory that scales with batch and input sizes), or the peak in MiB linear on the raw features
-(the robust choice where data is thin and growth is additive). The design whose calibrated bound
-would have been best on the action's own past executions wins, judged by leave-one-out pinball
-loss: every design is scored on executions it was not fitted on, so a richer design wins only
-when it really predicts better (the closed-form leave-one-out residuals of least squares make
-this cheap).
+(memory that scales with batch and input sizes), the peak in MiB linear on the raw features
+(the robust choice where data is thin and growth is additive), or linear on them and their
+pairwise products with errors in proportion to the need (a fixed footprint plus activations
+of batch x input size, the shape of most models' memory, which neither of the two before is).
+The design whose calibrated bound would have been best on the action's own past executions
+wins, judged by leave-one-out pinball loss: every design is scored on executions it was not
+fitted on, so a richer design wins only when it really predicts better (the closed-form
+leave-one-out residuals of least squares make this cheap).
 
 The predictive distribution (`Predictive`) is a Student-t around the fit, its scale the
 leave-one-out residuals' (so each action is calibrated on its own errors, not one offset shared
@@ -49,6 +51,13 @@ class Design:
     features: tuple[str, ...] = ()
     log_features: bool = False
     trend: bool = False
+    products: bool = False
+    """With the pairwise products of its (raw) inputs as columns too: activations take batch x
+    input size x a per-element cost, on top of a fixed footprint (weights, CUDA context)."""
+    relative: bool = False
+    """A design in MiB whose errors are in proportion to the need (its scale a fraction of
+    the prediction): run-to-run scatter is a share of what a run holds, so one scale in MiB
+    would be the big runs' and oversize the small ones."""
     half_life: float = 0.0
     """Rank half-life of its weights (executions); 0: ONLINE_HALF_LIFE_EXECUTIONS, or
     ONLINE_HALF_LIFE_WITH_INPUTS for a design on the inputs."""
@@ -62,7 +71,8 @@ class Design:
 
     @property
     def parameters(self) -> int:
-        return 1 + len(self.features) + int(self.trend)
+        k = len(self.features)
+        return 1 + k + int(self.trend) + (k * (k - 1) // 2 if self.products else 0)
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,10 @@ class Fit:
             if v is None or not math.isfinite(v):
                 return None
             values.append(math.log1p(max(v, 0.0)) if self.design.log_features else v)
+        if self.design.products:
+            k = len(self.design.features)
+            values.extend(values[1 + i] * values[1 + j]
+                          for i in range(k) for j in range(i + 1, k))
         if self.design.trend:
             values.append(1.0)  # the next execution: one step after the newest
         return np.asarray(values)
@@ -112,9 +126,10 @@ class Fit:
         if x is None:
             return None
         loc = float(x @ self.coef)
-        z = self.r_inv.T @ x
+        size = max(loc, 1.0) if self.design.relative else 1.0  # the scale is relative
+        z = self.r_inv.T @ (x / size)
         leverage = float(z @ z)
-        scale = self.scale * math.sqrt(1.0 + leverage)
+        scale = self.scale * size * math.sqrt(1.0 + leverage)
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
                           changes=self._shifted(loc, scale))
 
@@ -177,6 +192,11 @@ def _designs(feature_names: Sequence[str], n: int) -> list[Design]:
         designs.append(Design("linear in the inputs (MiB)", log_space=False, features=names))
         designs.append(Design("power law in the inputs", log_space=True, features=names,
                               log_features=True))
+        with_products = Design("linear in the inputs and their products (MiB)",
+                               log_space=False, features=names, products=True, relative=True)
+        if 1 < len(names) <= config.ONLINE_MAX_PRODUCT_FEATURES and (
+                n >= with_products.parameters + config.ONLINE_MIN_SPARE_SAMPLES):
+            designs.append(with_products)
     return designs
 
 
@@ -239,6 +259,9 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
         for f in design.features:
             raw = data.inputs[f]
             cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
+        if design.products:
+            k = len(design.features)
+            cols.extend(cols[1 + i] * cols[1 + j] for i in range(k) for j in range(i + 1, k))
         if design.trend:
             cols.append(-data.ranks)  # newest at 0, older negative
         x = np.column_stack(cols)
@@ -260,6 +283,15 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
         r_inv = np.linalg.inv(r)
         coef = r_inv @ (q.T @ (y * sw))
         fitted = x @ coef
+        if design.relative:
+            # Errors in proportion to the need: each run weighed again by the size the first
+            # fit gives it, so the big runs' scatter does not set the small runs' margin.
+            size = np.maximum(fitted, 0.1 * float(np.median(y_mib)))
+            sw = sw / size
+            q, r = np.linalg.qr(x * sw[:, None])
+            r_inv = np.linalg.inv(r)
+            coef = r_inv @ (q.T @ (y * sw))
+            fitted = x @ coef
         leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
         total = float(w_ok.sum())
         if w_ok is weighted.w:
@@ -267,10 +299,13 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
         else:
             n_eff = total * total / float(w_ok @ w_ok)
             level = float(w_ok @ y_mib) / total
-    residual = y - fitted
+    if not design.relative:
+        size = np.ones(1)
+    residual = (y - fitted) / size
     loo = residual / (1.0 - leverage)
     dof = max(n_eff - p, 0.0)
-    prior_scale = prior_log_scale if design.log_space else prior_log_scale * level
+    prior_scale = (prior_log_scale if design.log_space or design.relative
+                   else prior_log_scale * level)
     prior_df = config.ONLINE_PRIOR_DF
     var = (float(w_ok @ (loo * loo)) / total * dof + prior_scale ** 2 * prior_df) / (
         dof + prior_df)
@@ -278,14 +313,14 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
     df = dof + prior_df
     # Leave-one-out pinball loss of the bound the policy would have used, in MiB.
     q_sel = config.ONLINE_SELECTION_QUANTILE
-    bound = (fitted - loo * leverage
-             + scale * t_quantile(q_sel, df) * np.sqrt(1.0 + leverage))
+    bound = (fitted + size * (scale * t_quantile(q_sel, df) * np.sqrt(1.0 + leverage)
+                              - loo * leverage))
     bound_mib = np.exp(np.minimum(bound, 50.0)) if design.log_space else bound
     diff = y_mib - bound_mib
     pinball = np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
     loss = float(w_ok @ pinball) / total
     log_loo = loo if design.log_space else (
-        np.log(y_mib) - np.log(np.maximum(y_mib - loo, 1.0)))
+        np.log(y_mib) - np.log(np.maximum(y_mib - loo * size, 1.0)))
     return Fit(design, coef, r_inv, scale, df, loss, int(y_mib.shape[0]), level,
                Residuals.of(log_loo, w_ok))
 
