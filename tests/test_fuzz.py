@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import json
 import random
-import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -378,13 +377,17 @@ def _past_recommendations(live: Live, action: str, rows: int) -> None:
             conn.execute(insert(RecommendationRow), values[i:i + 5000])
 
 
-def _median_ms(live: Live, request: pb.RecommendRequest, n: int = 25) -> float:
+def _times_ms(live: Live, request: pb.RecommendRequest, n: int) -> list[float]:
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
         live.recommender.Recommend(request, timeout=TIMEOUT)
         times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+    return times
+
+
+def _fastest_ms(live: Live, request: pb.RecommendRequest, n: int = 60) -> float:
+    return min(_times_ms(live, request, n))
 
 
 def test_recommend_time_does_not_grow_with_the_actions_past_recommendations(
@@ -392,10 +395,13 @@ def test_recommend_time_does_not_grow_with_the_actions_past_recommendations(
     with serve(f"sqlite:///{tmp_path / 'growth.db'}") as live:
         request = pb.RecommendRequest(action_id="busy", declared_memory_mib=1000,
                                       pools=[_pool()])
-        _median_ms(live, request, 10)  # warm up
-        fresh = _median_ms(live, request)
+        _times_ms(live, request, 10)  # warm up
+        # The fastest of many calls: what the handler itself costs, which a scan of 50,000
+        # rows would at least double; a median also carries the machine's load (another
+        # job's burst tripled it once), and that is not what this test is about.
+        fresh = _fastest_ms(live, request)
         _past_recommendations(live, "busy", 50_000)
-        grown = _median_ms(live, request)
+        grown = _fastest_ms(live, request)
         assert grown < 2 * fresh, f"{fresh:.2f} ms -> {grown:.2f} ms after 50,000"
 
 
