@@ -218,7 +218,14 @@ def test_both_runners_give_comparable_metrics(
     assert "promoted against" in fast.retrains[0]
     assert fast.executions == live.executions
     by_model = {k.split(" ")[0]: v for k, v in fast.first_from.items()}
-    assert by_model == {k.split(" ")[0]: v for k, v in live.first_from.items()}
+    live_by_model = {k.split(" ")[0]: v for k, v in live.first_from.items()}
+    assert by_model.keys() == live_by_model.keys()
+    # The server reads the population again in a thread of its own while the one before
+    # serves (in process it is read inline): a new action or two that arrive in that moment
+    # meet the earlier population, or none yet (the fallback).
+    assert all(abs(by_model[k] - live_by_model[k]) <= 2 for k in by_model), (
+        by_model, live_by_model)
+    assert by_model.get("model") == live_by_model.get("model")
     assert abs(fast.first_oom - live.first_oom) <= 3
     assert live.reserved_gbh == pytest.approx(fast.reserved_gbh, rel=0.05)
 
