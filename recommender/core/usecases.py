@@ -125,13 +125,13 @@ class UseCases:
             self._records_since_population = 0
             self._population_read_at = time.monotonic()
             if self.population_in_background and self._population is not None:
-                threading.Thread(target=self._read_population, name="memory-population",
-                                 daemon=True).start()
+                threading.Thread(target=self._read_population, args=(True,),
+                                 name="memory-population", daemon=True).start()
             else:
-                self._read_population()
+                self._read_population(False)
         return self._population
 
-    def _read_population(self) -> None:
+    def _read_population(self, background: bool) -> None:
         """Holds `_population_lock` (taken by the caller) and releases it."""
         try:
             rows = self.store.population_samples(config.POPULATION_SAMPLES)
@@ -139,8 +139,10 @@ class UseCases:
             self._population = build_population(rows)
         except StoreUnavailable as e:
             log.warning("population prior not refreshed: %s", e)
-        except Exception:  # a background thread must not die silently
-            log.exception("population prior not refreshed")
+        except Exception:
+            if not background:
+                raise  # on the caller's request, a bug surfaces as every other does
+            log.exception("population prior not refreshed")  # a thread must not die silently
         finally:
             self._population_lock.release()
 
