@@ -126,7 +126,9 @@ class Fit:
         if x is None:
             return None
         loc = float(x @ self.coef)
-        size = max(loc, 1.0) if self.design.relative else 1.0  # the scale is relative
+        # A relative scale is a fraction of the need; far outside the inputs seen, a location
+        # near zero must not make a confident small need (the fit weighs runs the same way).
+        size = max(loc, 0.1 * self.mean_level_mib, 1.0) if self.design.relative else 1.0
         z = self.r_inv.T @ (x / size)
         leverage = float(z @ z)
         scale = self.scale * size * math.sqrt(1.0 + leverage)
