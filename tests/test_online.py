@@ -134,6 +134,30 @@ def test_a_step_up_is_followed_within_a_few_executions() -> None:
     assert found is not None and found[0].quantile(0.9) > 6500
 
 
+def test_a_step_up_is_followed_by_an_action_with_inputs_too() -> None:
+    """After a new version that needs 1.6x at every size, four runs of it size the next one
+    for it, small and large: the design on the inputs and their products follows the step
+    (at a half-life of 24 instead of 12 it did not, and the power law that served then gave a
+    large request 1.15x of the old need)."""
+    rng = random.Random(4)
+
+    def runs(factor: float, ranks: range) -> list[Sample]:
+        out = []
+        for i in ranks:
+            batch, size = float(2 ** rng.randint(0, 5)), rng.uniform(5.0, 100.0)
+            peak = factor * (3000 + 4 * batch * size) * math.exp(rng.gauss(0, 0.03))
+            out.append(run(peak, i, {"batch_size": batch, "input_mb": size}))
+        return out
+
+    samples = runs(1.6, range(4)) + runs(1.0, range(4, 120))
+    model = fit_action(samples, ("batch_size", "input_mb"), 0.05)
+    assert model is not None
+    for batch, size in ((1.0, 5.0), (32.0, 100.0)):
+        got = model.predict({"batch_size": batch, "input_mb": size})
+        assert got is not None
+        assert got[0].quantile(0.95) > 1.5 * (3000 + 4 * batch * size), (batch, size)
+
+
 def _steady(n: int, level: float = 6000.0, spread: float = 0.08, seed: int = 5,
             start: int = 0) -> list[Sample]:
     rng = random.Random(seed)
