@@ -107,6 +107,11 @@ ONLINE_MAX_PRODUCT_FEATURES = 3
 """Inputs up to which a design with their pairwise products is also fitted (3 products for 3
 inputs; 4 would add 6 columns, more than a thin history can pay for)."""
 
+ONLINE_RELATIVE_FLOOR = 0.1
+"""A design whose errors are a share of the need takes that share of at least this fraction of
+the action's level: far outside the inputs it saw, a prediction near zero must not make a
+confident small need, nor a fitted run near zero weigh without bound."""
+
 ONLINE_MEMO_ACTIONS = 20_000
 """Actions whose fitted models a replica keeps (a few KB each), like CACHE_MAX_ACTIONS."""
 

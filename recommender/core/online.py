@@ -33,6 +33,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,6 +43,7 @@ from recommender.core.domain import Outcome, Sample
 from recommender.core.predictive import Predictive, t_quantile
 
 FloatArray = NDArray[np.float64]
+T = TypeVar("T", float, FloatArray)
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,7 @@ class Fit:
                 return None
             values.append(math.log1p(max(v, 0.0)) if self.design.log_features else v)
         if self.design.products:
-            k = len(self.design.features)
-            values.extend(values[1 + i] * values[1 + j]
-                          for i in range(k) for j in range(i + 1, k))
+            values.extend(_pairwise(values[1:]))
         if self.design.trend:
             values.append(1.0)  # the next execution: one step after the newest
         return np.asarray(values)
@@ -128,7 +128,8 @@ class Fit:
         loc = float(x @ self.coef)
         # A relative scale is a fraction of the need; far outside the inputs seen, a location
         # near zero must not make a confident small need (the fit weighs runs the same way).
-        size = max(loc, 0.1 * self.mean_level_mib, 1.0) if self.design.relative else 1.0
+        size = (max(loc, config.ONLINE_RELATIVE_FLOOR * self.mean_level_mib, 1.0)
+                if self.design.relative else 1.0)
         z = self.r_inv.T @ (x / size)
         leverage = float(z @ z)
         scale = self.scale * size * math.sqrt(1.0 + leverage)
@@ -202,6 +203,13 @@ def _designs(feature_names: Sequence[str], n: int) -> list[Design]:
     return designs
 
 
+def _pairwise(columns: Sequence[T]) -> list[T]:
+    """The products of every pair of the columns (floats of a request, or arrays of a
+    history), in one order for the fit and the prediction."""
+    k = len(columns)
+    return [columns[i] * columns[j] for i in range(k) for j in range(i + 1, k)]
+
+
 @dataclass
 class _Data:
     """What every design fitted on one history shares, computed once per refit (a refit runs
@@ -243,6 +251,7 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
     n = data.y_mib.shape[0]
     p = design.parameters
     weighted = data.weighted(design.weight_half_life)
+    size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     if not design.features and not design.trend:
         # One constant column: the least squares is a weighted mean, its leverage w / sum(w),
         # in closed form (what the QR below gives, without a factorisation).
@@ -262,8 +271,7 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
             raw = data.inputs[f]
             cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
         if design.products:
-            k = len(design.features)
-            cols.extend(cols[1 + i] * cols[1 + j] for i in range(k) for j in range(i + 1, k))
+            cols.extend(_pairwise(cols[1:]))
         if design.trend:
             cols.append(-data.ranks)  # newest at 0, older negative
         x = np.column_stack(cols)
@@ -288,7 +296,7 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
         if design.relative:
             # Errors in proportion to the need: each run weighed again by the size the first
             # fit gives it, so the big runs' scatter does not set the small runs' margin.
-            size = np.maximum(fitted, 0.1 * float(np.median(y_mib)))
+            size = np.maximum(fitted, config.ONLINE_RELATIVE_FLOOR * float(np.median(y_mib)))
             sw = sw / size
             q, r = np.linalg.qr(x * sw[:, None])
             r_inv = np.linalg.inv(r)
@@ -301,8 +309,6 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
         else:
             n_eff = total * total / float(w_ok @ w_ok)
             level = float(w_ok @ y_mib) / total
-    if not design.relative:
-        size = np.ones(1)
     residual = (y - fitted) / size
     loo = residual / (1.0 - leverage)
     dof = max(n_eff - p, 0.0)

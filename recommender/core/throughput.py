@@ -132,8 +132,7 @@ def _interior(levels: Iterable[Mapping[int, float]], memory: Mapping[int, int]
         sizes = sorted(k for k in own if memory.get(k, 0) > 0)
         for a, c, b in zip(sizes, sizes[1:], sizes[2:], strict=False):
             span = own[b] - own[a]
-            ends = [(resources(c, memory[c], x) - resources(a, memory[a], x))
-                    / (resources(b, memory[b], x) - resources(a, memory[a], x)) for x in (0, 1)]
+            ends = [_weight(a, c, b, memory, x) for x in (0, 1)]
             if abs((ends[1] - ends[0]) * span) > config.THROUGHPUT_NOISE:
                 out.append((a, c, b, own[a], own[c], own[b]))
     return out

@@ -250,14 +250,15 @@ def _node(model: GpuModel, p: pb.Pool, j: int, raw: bytes, field: str) -> Node:
     if len(keys) > config.MAX_GPUS_PER_NODE:
         raise InvalidArgument(f"{field}.gpus: at most {config.MAX_GPUS_PER_NODE} GPUs")
     shapes = _interned(_SHAPES, model)
-    shape = shapes.get(tuple(keys))
+    key = tuple(keys)
+    shape = shapes.get(key)
     if shape is None:
         known = _interned(_GPUS, model)
         states = tuple(
             _intern(known, key, _GPUS_MAX,
                     partial(_gpu, model, p.nodes[j].gpus[k], f"{field}.gpus[{k}]"))
             for k, key in enumerate(keys))
-        shape = _intern(shapes, tuple(keys), _SHAPES_MAX, lambda: (states, {}))
+        shape = _intern(shapes, key, _SHAPES_MAX, lambda: (states, {}))
     return Node(node_id=node_id, gpus=shape[0], placements=shape[1])
 
 
