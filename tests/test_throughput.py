@@ -159,6 +159,31 @@ def test_a_flattering_population_step_down_is_not_taken() -> None:
     assert q * 1000 < default
 
 
+def test_a_flattering_population_step_up_is_not_taken() -> None:
+    """Measured on 3g only, the step up to 4g: the actions that ran both are those earlier
+    choices sent to 4g, the curves that still scale there (4g/3g of 1.17-1.24 for six
+    large-batch ones). A curve that stops scaling gains less, and nothing about it says which
+    it is, so the default exponent's gain is taken, the lower of the two; a population step
+    below the default (its actions gained less) is used."""
+    steep = population(**{f"o{i}": {3: 100, 4: 100 * r} for i, r in
+                          enumerate([1.17, 1.2, 1.23, 1.23, 1.24, 1.24])})
+    curve = fit_curve(table({3: 1000}), steep, "a", MEM)
+    assert curve is not None
+    # The compute reading (4/3)^0.5 and the compute-and-memory one (16/12)^0.25: the lower.
+    default = 1000 * (4 / 3) ** (config.THROUGHPUT_EXPONENT_UP / 2)
+    assert curve.predict(A100, 4) == pytest.approx(default)
+    assert curve.predict(A100, 4) < 1000 * 1.11  # what the flat-topped action really gains
+    assert "default exponent" in curve.describe(A100, 4)
+    flat = [1.0, 1.01, 1.02, 1.03, 1.05, 1.1]
+    curve = fit_curve(table({3: 1000}),
+                      population(**{f"o{i}": {3: 100, 4: 100 * r} for i, r in enumerate(flat)}),
+                      "a", MEM)
+    q = math.exp(float(np.quantile(
+        [math.log(r) for r in flat], config.THROUGHPUT_POPULATION_QUANTILE)))
+    assert curve is not None and curve.predict(A100, 4) == pytest.approx(1000 * q)
+    assert "as other actions scale" in curve.describe(A100, 4)
+
+
 def test_default_extrapolation_counts_memory_slices_too() -> None:
     """From 3g.40gb up to 4g.40gb adds compute but no memory slice: the default exponent is
     applied to the cautious of the two readings (compute slices; compute and memory slices'
@@ -260,9 +285,10 @@ def test_a_weight_that_over_predicts_the_population_is_not_learned() -> None:
 
 def test_a_step_no_action_ran_is_chained_through_a_size_between() -> None:
     """Six actions ran 2g and 4g, six others 4g and 7g, none 2g and 7g: the step from 2g to
-    7g is the sum of the two steps' low quantiles, not the default exponent."""
-    up = [1.5, 1.6, 1.7, 1.8, 1.9, 2.0]
-    on = [1.2, 1.3, 1.4, 1.5, 1.6, 1.7]
+    7g is the sum of the two steps' low quantiles, not the default exponent (which is kinder
+    here: a population step kinder than it would not be taken)."""
+    up = [1.1, 1.2, 1.3, 1.4, 1.5, 1.6]
+    on = [1.05, 1.1, 1.2, 1.3, 1.4, 1.5]
     pop = population(**{f"p{i}": {2: 100, 4: 100 * r} for i, r in enumerate(up)},
                      **{f"q{i}": {4: 100, 7: 100 * r} for i, r in enumerate(on)})
     curve = fit_curve(table({2: 1000}), pop, "a")
@@ -273,6 +299,7 @@ def test_a_step_no_action_ran_is_chained_through_a_size_between() -> None:
 
     assert curve.predict(A100, 7) == pytest.approx(1000 * math.exp(q(up) + q(on)))
     assert "step by step" in curve.describe(A100, 7)
+    assert math.exp(q(up) + q(on)) < (7 / 2) ** config.THROUGHPUT_EXPONENT_UP
     assert curve.predict(A100, 4) == pytest.approx(1000 * math.exp(q(up)))  # direct
     # A size outside (2, 7) is no bridge: down to 1g and back up mixes two biased samples.
     detour = population(**{f"p{i}": {1: 100, 2: 100 * r} for i, r in enumerate(up)},
