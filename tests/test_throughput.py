@@ -54,17 +54,48 @@ def test_interpolation_is_piecewise_in_log_slices() -> None:
     assert curve.source(A100, 3) == "interpolated"
 
 
+BOUND = "interpolated as serial, compute and bandwidth time"
+
+
+def test_interpolation_bounds_serial_compute_and_bandwidth_time() -> None:
+    """Measured on 2g and 7g. An item's time is a serial part plus a compute part (over the
+    compute slices) plus a bandwidth part (over the memory slices); which split an action has,
+    two sizes that grow compute and memory alike cannot tell, so 3g.40gb (3/7 of the compute,
+    half the bandwidth) is read at the most cautious split, half a measurement's noise low.
+    Compute-bound truth: that is the truth itself. Bandwidth-bound truth (3g as fast as 4g):
+    below it, yet above the lower of the two log readings."""
+    def bound(time: dict[int, float]) -> tuple[float, float]:
+        own = {c: 1000 / t for c, t in time.items()}
+        curve = fit_curve(table({2: own[2], 7: own[7]}), memory_slices=MEM)
+        assert curve is not None and curve.source(A100, 3) == BOUND
+        return curve.predict(A100, 3) or 0.0, own[3]
+
+    margin = math.exp(-config.THROUGHPUT_NOISE / 2)
+    m = MEM[A100]
+    predicted, truth = bound({c: 0.2 + 1 / c for c in (2, 3, 7)})
+    assert predicted == pytest.approx(truth * margin)
+    predicted, truth = bound({c: 0.2 + 1 / m[c] for c in (2, 3, 7)})
+    # The lower of the compute and the compute-and-memory log readings, used before.
+    t2, t7 = 1000 / (0.2 + 1 / 2), 1000 / (0.2 + 1 / 8)
+    old = min(t2 * (t7 / t2) ** w for w in (math.log(3 / 2) / math.log(7 / 2),
+                                             math.log(12 / 4) / math.log(56 / 4)))
+    assert old < predicted < truth
+
+
 def test_interpolation_takes_the_lower_of_compute_and_memory_readings() -> None:
-    """4g.40gb has no more memory (bandwidth) than 3g.40gb: between 3g and 7g the reading by
-    compute and memory slices together is lower than by compute alone, and is taken."""
-    curve = fit_curve(table({3: 500, 7: 1000}), memory_slices=MEM)
-    by_compute = 500 * 2 ** (math.log(4 / 3) / math.log(7 / 3))
-    by_both = 500 * 2 ** (math.log(16 / 12) / math.log(56 / 12))
-    assert by_both < by_compute
-    assert curve is not None and curve.predict(A100, 4) == pytest.approx(by_both)
+    """Slower on 7g than on 3g, which no serial, compute and bandwidth split allows: the
+    reading by compute slices and the one by compute and memory slices together (4g.40gb has
+    no more memory than 3g.40gb), the lower taken."""
+    curve = fit_curve(table({3: 500, 7: 450}), memory_slices=MEM)
+    by_compute = 500 * 0.9 ** (math.log(4 / 3) / math.log(7 / 3))
+    by_both = 500 * 0.9 ** (math.log(16 / 12) / math.log(56 / 12))
+    assert by_compute < by_both
+    assert curve is not None and curve.predict(A100, 4) == pytest.approx(by_compute)
+    assert curve.source(A100, 4) == "interpolated"
     # Without memory slices known, compute slices alone.
     plain = fit_curve(table({3: 500, 7: 1000}))
-    assert plain is not None and plain.predict(A100, 4) == pytest.approx(by_compute)
+    assert plain is not None and plain.predict(A100, 4) == pytest.approx(
+        500 * 2 ** (math.log(4 / 3) / math.log(7 / 3)))
 
 
 def test_one_size_extrapolates_cautiously() -> None:
@@ -249,8 +280,8 @@ def test_the_model_s_actions_teach_where_a_size_sits_between_two_others() -> Non
     assert curve.predict(A100, 3) == pytest.approx(
         1000 * (own[7] / 1000) ** w * math.exp(-config.THROUGHPUT_NOISE))
     cautious = fit_curve(table(own), memory_slices=MEM)
-    assert cautious is not None and cautious.source(A100, 3) == "interpolated"
-    assert cautious.predict(A100, 3) < curve.predict(A100, 3)  # the old min of two readings
+    assert cautious is not None and cautious.source(A100, 3) == BOUND
+    assert cautious.predict(A100, 3) < curve.predict(A100, 3)
 
 
 def test_a_learned_weight_is_a_size_s_own_and_needs_enough_actions() -> None:
@@ -259,7 +290,7 @@ def test_a_learned_weight_is_a_size_s_own_and_needs_enough_actions() -> None:
     around it. Four actions are too few to teach anything."""
     pop = with_memory(**{f"o{i}": shaped(0.5, (2, 3, 7), 100 * (i + 1)) for i in range(5)})
     curve = fit_curve(table({2: 1000, 7: 3000}), pop, "a", MEM)
-    assert curve is not None and curve.source(A100, 4) == "interpolated"
+    assert curve is not None and curve.source(A100, 4) == BOUND
     other = fit_curve(table({1: 600, 4: 1800}), pop, "a", MEM)
     assert other is not None
     assert other.source(A100, 3) == "interpolated as the model's actions scale"

@@ -251,6 +251,15 @@ in truth, vary by about this much from one size to the next; THROUGHPUT_MATCH_DI
 times it. Without it a neighbour matched to 0.5 % predicted 3g.40gb 2 % too fast and the target
 was missed by 1 %."""
 
+THROUGHPUT_BOUND_MARGIN = THROUGHPUT_NOISE / 2
+"""How far below the serial + compute + bandwidth bound (throughput.time_bound) an interpolated
+size is read, in log units. The bound is already the most cautious split, but its two endpoints
+are measurements with their own noise and real curves are not exactly that shape (1g.10gb runs
+a little faster than its share on ParvaGPU's VGGs, which lifts 2g's reading): half a
+measurement's noise halves the points it over-predicts at all (11.7 % -> 6.8 % of the table's
+interior points with one process, 8.9 -> 5.3 % with two) and leaves it as cautious on average
+as the log readings it replaces, not more."""
+
 THROUGHPUT_MIN_NEIGHBOURS = 2
 """Fewest matching actions before their shape is borrowed: one neighbour may be a coincidence;
 below this the curve interpolates its own measurements or extrapolates cautiously."""
