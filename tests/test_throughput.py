@@ -82,6 +82,24 @@ def test_interpolation_bounds_serial_compute_and_bandwidth_time() -> None:
     assert old < predicted < truth
 
 
+def test_a_borrowed_size_never_reads_below_what_the_action_s_own_sizes_allow() -> None:
+    """Measured on 2g and 7g (x3). Two actions of the same 2g -> 7g step ran 3g too, only
+    1.2x faster than 2g there: borrowed, 3g would read barely above 2g. But no serial,
+    compute and bandwidth split through this action's own 2g and 7g is that slow at 3g, so
+    the action's own bound is read instead; a borrowed reading above it stands."""
+    low = population(p={2: 100, 3: 120, 7: 300}, q={2: 200, 3: 240, 7: 600})
+    curve = fit_curve(table({2: 1000, 7: 3000}), low, "a", MEM)
+    alone = fit_curve(table({2: 1000, 7: 3000}), memory_slices=MEM)
+    assert curve is not None and alone is not None
+    assert curve.source(A100, 3) == alone.source(A100, 3) == BOUND
+    assert curve.predict(A100, 3) == pytest.approx(alone.predict(A100, 3) or 0.0)
+    assert (curve.predict(A100, 3) or 0.0) > 1200
+    high = population(p={2: 100, 3: 160, 7: 300}, q={2: 200, 3: 320, 7: 600})
+    borrowed = fit_curve(table({2: 1000, 7: 3000}), high, "a", MEM)
+    assert borrowed is not None and borrowed.source(A100, 3) == "2 similar actions"
+    assert (borrowed.predict(A100, 3) or 0.0) > (alone.predict(A100, 3) or 0.0)
+
+
 def test_interpolation_takes_the_lower_of_compute_and_memory_readings() -> None:
     """Slower on 7g than on 3g, which no serial, compute and bandwidth split allows: the
     reading by compute slices and the one by compute and memory slices together (4g.40gb has
