@@ -6,8 +6,10 @@ configuration did not run (out of memory). The replay, through the service's own
 real SQLite store:
 
 1. runs a first week of executions of every action as a runner would: it asks the service for
-   a slice (no target: the first answer, with no history, is the largest slice, 7g.80gb; the
-   next ones the smallest slice that holds the peaks seen), runs it as the table says (an OOM
+   a slice (no target: the first action's first answer, with no history at all, is the
+   largest slice, 7g.80gb; later actions start from the population's cold-start prior, so most
+   of them never run 7g.80gb; the next answers are the smallest slice that holds the peaks
+   seen), runs it as the table says (an OOM
    goes up the ladder through NextAfterOom) and records it. With `--first-week extremes`,
    instead, three executions on 1g.10gb and three on 7g.80gb (three OOMs on 1g.10gb where the
    batch does not fit), the protocol of earlier versions of this bench: the service would never
@@ -23,6 +25,13 @@ ParvaGPU measured feasibility, not memory, so each action's per-worker peak is s
 midpoint between the largest slice it does not fit in and the smallest it fits in (half the
 1g.10gb slice when 1g fits): an assumption that only decides which slices the recommender
 learns to avoid; the scoring uses the measured table.
+
+Guards against tuning to the table: `--dnns` replays only some DNNs (the population the curves
+borrow from is then theirs alone: a held-out split), `--workload 2..5` replays the table's
+curves with that many processes per instance (other shapes, other feasibility), and `--misses`
+prints every case not answered with the cheapest (profile, count), with the curve's prediction
+and the table's measurement at the chosen and at the cheapest configuration and where each
+prediction came from.
 """
 
 from __future__ import annotations
@@ -59,13 +68,23 @@ class Action:
     """Measured items/s per instance by compute slices; 0 = did not fit."""
 
 
-def load(trace: Path = TRACE) -> list[Action]:
+def load(trace: Path = TRACE, workload: int = 1, dnns: frozenset[str] = frozenset()
+         ) -> list[Action]:
+    """The table's actions: one per (DNN, batch) measured at every size and run at 7g.
+
+    `workload` picks the table's "Workload Number" (processes sharing the instance, each
+    reporting its own throughput): 1 is the bench's table; 2 to 5 are other curves of the same
+    DNNs (contention changes where they saturate), a check that nothing is tuned to the first.
+    `dnns`, when given, keeps only those DNNs (a leave-some-out split: the population the
+    curves borrow from is then only theirs)."""
     actions = []
     for path in sorted(trace.glob("*.csv")):
+        if dnns and path.stem not in dnns:
+            continue
         table: dict[int, dict[int, float]] = {}
         with path.open() as f:
             for row in csv.DictReader(f):
-                if row["Workload Number"] != "1":
+                if row["Workload Number"] != str(workload):
                     continue
                 batch = int(row["Batch size"])
                 table.setdefault(batch, {})[int(row["Mig instance"])] = float(row["Throughput"])
@@ -122,8 +141,11 @@ class Score:
             self.cheapest += extra <= 0
 
 
-def replay(actions: list[Action], db_url: str, first_week: str = "service"
-           ) -> tuple[list[Score], Score, Score]:
+def replay(actions: list[Action], db_url: str, first_week: str = "service",
+           misses: list[str] | None = None) -> tuple[list[Score], Score, Score]:
+    """The rounds' scores, 7g.80gb scaled out, and the oracle. With `misses`, a line for each
+    case that is not the cheapest (or misses its target): what was chosen and what was
+    cheapest, each with the curve's prediction and the table's measurement."""
     import grpc  # noqa: F401  (the protobuf modules need the runtime loaded)
 
     from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
@@ -191,6 +213,10 @@ def replay(actions: list[Action], db_url: str, first_week: str = "service"
                 rec = use_cases.recommend(request_from_pb(catalog, req)).recommendation.decision
                 c, n = rec.rung.profile.compute_slices, rec.rung.count
                 ours.add(action, goal, c, n)
+                if misses is not None:
+                    miss = explain(action, goal, c, n, use_cases)
+                    if miss:
+                        misses.append(f"round {round_no + 1} {miss}")
                 ran.append((action, c, n))
                 if round_no == 0 and (best := cheapest(action, goal)) is not None:
                     oracle.add(action, goal, *best)
@@ -205,6 +231,25 @@ def replay(actions: list[Action], db_url: str, first_week: str = "service"
             run(f"x{serial}", action, c, n)
     engine_db.dispose()
     return rounds, whole, oracle
+
+
+def explain(action: Action, goal: float, c: int, n: int, use_cases: UseCases) -> str:
+    """One line for a case not answered with the cheapest (profile, count), else ''."""
+    best = cheapest(action, goal)
+    measured = action.throughput.get(c, 0.0)
+    if best is not None and c * n <= best[0] * best[1] and measured * n >= goal * (1 - 1e-9):
+        return ""
+    curve = use_cases.throughput_curve(use_cases._samples(action.name), action.name)
+
+    def one(size: int, count: int) -> str:
+        predicted = curve.total("A100-80GB", size, count) if curve else None
+        how = curve.source("A100-80GB", size) if curve else "no curve"
+        return (f"{size}g x{count}: predicted {predicted or 0:,.1f} ({how}), "
+                f"measured {action.throughput.get(size, 0.0) * count:,.1f}")
+
+    cheap = one(*best) if best else "none"
+    return (f"{action.name} target {goal:,.1f} ({goal / action.throughput[7]:g}x 7g): "
+            f"chose {one(c, n)} | cheapest {cheap}")
 
 
 def table(rows: Iterator[tuple[str, Score]]) -> str:
@@ -224,17 +269,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first-week", choices=["service", "extremes"], default="service",
                         help="how the first executions are chosen: by the service (default), "
                         "or on 1g.10gb and 7g.80gb whether they fit or not")
+    parser.add_argument("--workload", type=int, default=1, choices=range(1, 6),
+                        help="the table's Workload Number (processes per instance): 1 is the "
+                        "bench's table, 2-5 other curves of the same DNNs")
+    parser.add_argument("--dnns", default="",
+                        help="comma-separated DNNs to keep (file stems), e.g. a held-out split")
+    parser.add_argument("--misses", action="store_true",
+                        help="print each case not answered with the cheapest (profile, count)")
     args = parser.parse_args(argv)
     if not args.trace.exists():
         raise SystemExit(f"trace not found: {args.trace}")
-    actions = load(args.trace)
+    actions = load(args.trace, args.workload,
+                   frozenset(d for d in args.dnns.split(",") if d))
+    if not actions:
+        raise SystemExit(f"no action in {args.trace} for --dnns {args.dnns!r} "
+                         f"and --workload {args.workload}")
+    misses: list[str] | None = [] if args.misses else None
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{tmp}/targets.db"
-        rounds, whole, oracle = replay(actions, url, args.first_week)
+        rounds, whole, oracle = replay(actions, url, args.first_week, misses)
+    for line in misses or []:
+        print(line)
     week = (f"first week on {', '.join(PROFILES[c] for c in RECORDED)}"
             if args.first_week == "extremes" else
-            "first week as the service chose (7g.80gb, then the smallest slice that fits)")
-    print(f"ParvaGPU A100-80GB: {len(actions)} actions (DNN x batch), targets "
+            "first week as the service chose")
+    print(f"ParvaGPU A100-80GB, workload {args.workload}: {len(actions)} actions (DNN x batch), "
+          "targets "
           f"{', '.join(f'{t:g}x' for t in TARGETS)} the 7g throughput, max_workers {MAX_WORKERS},"
           f" {week}")
     rows = [(f"IntelliScale, round {i + 1}", r) for i, r in enumerate(rounds)]

@@ -54,17 +54,66 @@ def test_interpolation_is_piecewise_in_log_slices() -> None:
     assert curve.source(A100, 3) == "interpolated"
 
 
+BOUND = "interpolated as serial, compute and bandwidth time"
+
+
+def test_interpolation_bounds_serial_compute_and_bandwidth_time() -> None:
+    """Measured on 2g and 7g. An item's time is a serial part plus a compute part (over the
+    compute slices) plus a bandwidth part (over the memory slices); which split an action has,
+    two sizes that grow compute and memory alike cannot tell, so 3g.40gb (3/7 of the compute,
+    half the bandwidth) is read at the most cautious split, half a measurement's noise low.
+    Compute-bound truth: that is the truth itself. Bandwidth-bound truth (3g as fast as 4g):
+    below it, yet above the lower of the two log readings."""
+    def bound(time: dict[int, float]) -> tuple[float, float]:
+        own = {c: 1000 / t for c, t in time.items()}
+        curve = fit_curve(table({2: own[2], 7: own[7]}), memory_slices=MEM)
+        assert curve is not None and curve.source(A100, 3) == BOUND
+        return curve.predict(A100, 3) or 0.0, own[3]
+
+    margin = math.exp(-config.THROUGHPUT_NOISE / 2)
+    m = MEM[A100]
+    predicted, truth = bound({c: 0.2 + 1 / c for c in (2, 3, 7)})
+    assert predicted == pytest.approx(truth * margin)
+    predicted, truth = bound({c: 0.2 + 1 / m[c] for c in (2, 3, 7)})
+    # The lower of the compute and the compute-and-memory log readings, used before.
+    t2, t7 = 1000 / (0.2 + 1 / 2), 1000 / (0.2 + 1 / 8)
+    old = min(t2 * (t7 / t2) ** w for w in (math.log(3 / 2) / math.log(7 / 2),
+                                             math.log(12 / 4) / math.log(56 / 4)))
+    assert old < predicted < truth
+
+
+def test_a_borrowed_size_never_reads_below_what_the_action_s_own_sizes_allow() -> None:
+    """Measured on 2g and 7g (x3). Two actions of the same 2g -> 7g step ran 3g too, only
+    1.2x faster than 2g there: borrowed, 3g would read barely above 2g. But no serial,
+    compute and bandwidth split through this action's own 2g and 7g is that slow at 3g, so
+    the action's own bound is read instead; a borrowed reading above it stands."""
+    low = population(p={2: 100, 3: 120, 7: 300}, q={2: 200, 3: 240, 7: 600})
+    curve = fit_curve(table({2: 1000, 7: 3000}), low, "a", MEM)
+    alone = fit_curve(table({2: 1000, 7: 3000}), memory_slices=MEM)
+    assert curve is not None and alone is not None
+    assert curve.source(A100, 3) == alone.source(A100, 3) == BOUND
+    assert curve.predict(A100, 3) == pytest.approx(alone.predict(A100, 3) or 0.0)
+    assert (curve.predict(A100, 3) or 0.0) > 1200
+    high = population(p={2: 100, 3: 160, 7: 300}, q={2: 200, 3: 320, 7: 600})
+    borrowed = fit_curve(table({2: 1000, 7: 3000}), high, "a", MEM)
+    assert borrowed is not None and borrowed.source(A100, 3) == "2 similar actions"
+    assert (borrowed.predict(A100, 3) or 0.0) > (alone.predict(A100, 3) or 0.0)
+
+
 def test_interpolation_takes_the_lower_of_compute_and_memory_readings() -> None:
-    """4g.40gb has no more memory (bandwidth) than 3g.40gb: between 3g and 7g the reading by
-    compute and memory slices together is lower than by compute alone, and is taken."""
-    curve = fit_curve(table({3: 500, 7: 1000}), memory_slices=MEM)
-    by_compute = 500 * 2 ** (math.log(4 / 3) / math.log(7 / 3))
-    by_both = 500 * 2 ** (math.log(16 / 12) / math.log(56 / 12))
-    assert by_both < by_compute
-    assert curve is not None and curve.predict(A100, 4) == pytest.approx(by_both)
+    """Slower on 7g than on 3g, which no serial, compute and bandwidth split allows: the
+    reading by compute slices and the one by compute and memory slices together (4g.40gb has
+    no more memory than 3g.40gb), the lower taken."""
+    curve = fit_curve(table({3: 500, 7: 450}), memory_slices=MEM)
+    by_compute = 500 * 0.9 ** (math.log(4 / 3) / math.log(7 / 3))
+    by_both = 500 * 0.9 ** (math.log(16 / 12) / math.log(56 / 12))
+    assert by_compute < by_both
+    assert curve is not None and curve.predict(A100, 4) == pytest.approx(by_compute)
+    assert curve.source(A100, 4) == "interpolated"
     # Without memory slices known, compute slices alone.
     plain = fit_curve(table({3: 500, 7: 1000}))
-    assert plain is not None and plain.predict(A100, 4) == pytest.approx(by_compute)
+    assert plain is not None and plain.predict(A100, 4) == pytest.approx(
+        500 * 2 ** (math.log(4 / 3) / math.log(7 / 3)))
 
 
 def test_one_size_extrapolates_cautiously() -> None:
@@ -159,6 +208,31 @@ def test_a_flattering_population_step_down_is_not_taken() -> None:
     assert q * 1000 < default
 
 
+def test_a_flattering_population_step_up_is_not_taken() -> None:
+    """Measured on 3g only, the step up to 4g: the actions that ran both are those earlier
+    choices sent to 4g, the curves that still scale there (4g/3g of 1.17-1.24 for six
+    large-batch ones). A curve that stops scaling gains less, and nothing about it says which
+    it is, so the default exponent's gain is taken, the lower of the two; a population step
+    below the default (its actions gained less) is used."""
+    steep = population(**{f"o{i}": {3: 100, 4: 100 * r} for i, r in
+                          enumerate([1.17, 1.2, 1.23, 1.23, 1.24, 1.24])})
+    curve = fit_curve(table({3: 1000}), steep, "a", MEM)
+    assert curve is not None
+    # The compute reading (4/3)^0.5 and the compute-and-memory one (16/12)^0.25: the lower.
+    default = 1000 * (4 / 3) ** (config.THROUGHPUT_EXPONENT_UP / 2)
+    assert curve.predict(A100, 4) == pytest.approx(default)
+    assert curve.predict(A100, 4) < 1000 * 1.11  # what the flat-topped action really gains
+    assert "default exponent" in curve.describe(A100, 4)
+    flat = [1.0, 1.01, 1.02, 1.03, 1.05, 1.1]
+    curve = fit_curve(table({3: 1000}),
+                      population(**{f"o{i}": {3: 100, 4: 100 * r} for i, r in enumerate(flat)}),
+                      "a", MEM)
+    q = math.exp(float(np.quantile(
+        [math.log(r) for r in flat], config.THROUGHPUT_POPULATION_QUANTILE)))
+    assert curve is not None and curve.predict(A100, 4) == pytest.approx(1000 * q)
+    assert "as other actions scale" in curve.describe(A100, 4)
+
+
 def test_default_extrapolation_counts_memory_slices_too() -> None:
     """From 3g.40gb up to 4g.40gb adds compute but no memory slice: the default exponent is
     applied to the cautious of the two readings (compute slices; compute and memory slices'
@@ -224,8 +298,8 @@ def test_the_model_s_actions_teach_where_a_size_sits_between_two_others() -> Non
     assert curve.predict(A100, 3) == pytest.approx(
         1000 * (own[7] / 1000) ** w * math.exp(-config.THROUGHPUT_NOISE))
     cautious = fit_curve(table(own), memory_slices=MEM)
-    assert cautious is not None and cautious.source(A100, 3) == "interpolated"
-    assert cautious.predict(A100, 3) < curve.predict(A100, 3)  # the old min of two readings
+    assert cautious is not None and cautious.source(A100, 3) == BOUND
+    assert cautious.predict(A100, 3) < curve.predict(A100, 3)
 
 
 def test_a_learned_weight_is_a_size_s_own_and_needs_enough_actions() -> None:
@@ -234,7 +308,7 @@ def test_a_learned_weight_is_a_size_s_own_and_needs_enough_actions() -> None:
     around it. Four actions are too few to teach anything."""
     pop = with_memory(**{f"o{i}": shaped(0.5, (2, 3, 7), 100 * (i + 1)) for i in range(5)})
     curve = fit_curve(table({2: 1000, 7: 3000}), pop, "a", MEM)
-    assert curve is not None and curve.source(A100, 4) == "interpolated"
+    assert curve is not None and curve.source(A100, 4) == BOUND
     other = fit_curve(table({1: 600, 4: 1800}), pop, "a", MEM)
     assert other is not None
     assert other.source(A100, 3) == "interpolated as the model's actions scale"
@@ -260,9 +334,10 @@ def test_a_weight_that_over_predicts_the_population_is_not_learned() -> None:
 
 def test_a_step_no_action_ran_is_chained_through_a_size_between() -> None:
     """Six actions ran 2g and 4g, six others 4g and 7g, none 2g and 7g: the step from 2g to
-    7g is the sum of the two steps' low quantiles, not the default exponent."""
-    up = [1.5, 1.6, 1.7, 1.8, 1.9, 2.0]
-    on = [1.2, 1.3, 1.4, 1.5, 1.6, 1.7]
+    7g is the sum of the two steps' low quantiles, not the default exponent (which is kinder
+    here: a population step kinder than it would not be taken)."""
+    up = [1.1, 1.2, 1.3, 1.4, 1.5, 1.6]
+    on = [1.05, 1.1, 1.2, 1.3, 1.4, 1.5]
     pop = population(**{f"p{i}": {2: 100, 4: 100 * r} for i, r in enumerate(up)},
                      **{f"q{i}": {4: 100, 7: 100 * r} for i, r in enumerate(on)})
     curve = fit_curve(table({2: 1000}), pop, "a")
@@ -273,6 +348,7 @@ def test_a_step_no_action_ran_is_chained_through_a_size_between() -> None:
 
     assert curve.predict(A100, 7) == pytest.approx(1000 * math.exp(q(up) + q(on)))
     assert "step by step" in curve.describe(A100, 7)
+    assert math.exp(q(up) + q(on)) < (7 / 2) ** config.THROUGHPUT_EXPONENT_UP
     assert curve.predict(A100, 4) == pytest.approx(1000 * math.exp(q(up)))  # direct
     # A size outside (2, 7) is no bridge: down to 1g and back up mixes two biased samples.
     detour = population(**{f"p{i}": {1: 100, 2: 100 * r} for i, r in enumerate(up)},

@@ -223,12 +223,12 @@ MAX_MEMORY_MIB = 2**24
 THROUGHPUT_EXPONENT_DOWN = 0.9
 THROUGHPUT_EXPONENT_UP = 0.5
 """Scaling exponents of per-worker throughput with compute slices (t ~ c^b) when a size lies
-outside the sizes an action was measured at and fewer than THROUGHPUT_MIN_POPULATION other
-actions show the step between the two sizes. Fitted over ParvaGPU's A100 table (89 model x
-batch pairs) the exponent has p25 0.17, median 0.72, p75 0.86, p90 0.92. A wrong guess should
-cost slices, not the target: towards smaller slices assume near-linear loss (0.9), towards
-larger ones a modest gain (0.5), so an untried size is never predicted much faster than it is
-likely to be."""
+outside the sizes an action was measured at and no similar action shows the way (a population
+step between the two sizes is taken only when it is lower: throughput.ThroughputCurve). Fitted
+over ParvaGPU's A100 table (89 model x batch pairs) the exponent has p25 0.17, median 0.72, p75
+0.86, p90 0.92. A wrong guess should cost slices, not the target: towards smaller slices assume
+near-linear loss (0.9), towards larger ones a modest gain (0.5), so an untried size is never
+predicted much faster than it is likely to be."""
 
 THROUGHPUT_HISTORY = 200
 """Most recent successful executions with a throughput used to fit an action's curve."""
@@ -251,13 +251,24 @@ in truth, vary by about this much from one size to the next; THROUGHPUT_MATCH_DI
 times it. Without it a neighbour matched to 0.5 % predicted 3g.40gb 2 % too fast and the target
 was missed by 1 %."""
 
+THROUGHPUT_BOUND_MARGIN = THROUGHPUT_NOISE / 2
+"""How far below the serial + compute + bandwidth bound (throughput.time_bound) an interpolated
+size is read, in log units. The bound is already the most cautious split, but its two endpoints
+are measurements with their own noise and real curves are not exactly that shape (1g.10gb runs
+a little faster than its share on ParvaGPU's VGGs, which lifts 2g's reading): half a
+measurement's noise halves the points it over-predicts at all (11.7 % -> 6.8 % of the table's
+interior points with one process, 8.9 -> 5.3 % with two) and leaves it as cautious on average
+as the log readings it replaces, not more."""
+
 THROUGHPUT_MIN_NEIGHBOURS = 2
 """Fewest matching actions before their shape is borrowed: one neighbour may be a coincidence;
 below this the curve interpolates its own measurements or extrapolates cautiously."""
 
 THROUGHPUT_MIN_POPULATION = 5
 """Fewest actions (of the same GPU model, measured at both sizes) before the population's ratio
-between two sizes replaces the default exponents when extrapolating from one measured size."""
+between two sizes is read when extrapolating from one measured size; it replaces the default
+exponent only where it is the more cautious of the two (those actions are the ones earlier
+choices sent to both sizes, a biased sample in either direction)."""
 
 THROUGHPUT_POPULATION_QUANTILE = 0.10
 """Extrapolating from one measured size, with no shape to match, the step to another size is
