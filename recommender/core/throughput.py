@@ -439,11 +439,9 @@ class ThroughputCurve:
                 w = min(_weight(a, c, b, mem, x) for x in alphas)
                 return (own[a] + w * (own[b] - own[a]) - config.THROUGHPUT_NOISE,
                         "interpolated as the model's actions scale")
+            if floor is not None:
+                return floor, "interpolated as serial, compute and bandwidth time"
             if all(mem.get(k, 0) > 0 for k in (a, b, c)):
-                bound = time_bound(own[a], own[b], (a, mem[a]), (b, mem[b]), (c, mem[c]))
-                if bound is not None:
-                    return (bound - config.THROUGHPUT_BOUND_MARGIN,
-                            "interpolated as serial, compute and bandwidth time")
                 lo, mid, hi = (math.log(k * mem[k]) for k in (a, c, b))
                 if lo < mid < hi:  # a catalog where it is not so has no such reading
                     weights.append((mid - lo) / (hi - lo))
