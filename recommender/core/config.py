@@ -381,6 +381,11 @@ CACHE_MAX_ACTIONS = 20_000
 """Actions whose recent history a replica keeps (500 samples each at most: a few hundred MB at
 the very worst, far less in practice)."""
 
+DECISION_MEMO_MAX = 20_000
+"""Decisions a replica keeps for requests asked again unchanged (`UseCases.recommend`: one per
+action and distinct request, a decision and its ladder, about a KB each), like
+CACHE_MAX_ACTIONS; beyond it the oldest go first."""
+
 # --- operations -------------------------------------------------------------------------
 
 DEFAULT_METRICS_PORT = 9464
