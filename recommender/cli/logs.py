@@ -20,6 +20,8 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
+from recommender.core import config
+
 LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMATS = ("json", "text")
 
@@ -42,6 +44,8 @@ def _value(v: Any) -> str:
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message", "asctime", "taskName"}
 _HEAD = _STANDARD | {"time", "level", "logger"}
+_KEYS: dict[str, str] = {}
+"""Field names as JSON strings, quoted once (a bounded table: names come from our code)."""
 
 
 def fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -54,14 +58,27 @@ class JsonFormatter(logging.Formatter):
     then the record's fields; a traceback is the `exception` field, so it stays on one line.
     (A field cannot be named like a LogRecord attribute: logging refuses `extra={"name": ..}`.)"""
 
+    _stamped: tuple[int, str] = (-1, "")
+    """(second, its time stamp): the access line is written on every call, the stamp made once
+    a second (one tuple, so that two threads formatting cannot pair a second with another's)."""
+
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        second, stamp = self._stamped
+        if second != int(record.created):
+            second = int(record.created)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._stamped = (second, stamp)
         parts = [f'{{"time": "{stamp}.{int(record.msecs):03d}Z", '
                  f'"level": {_quote(record.levelname.lower())}, "logger": {_quote(record.name)}, '
                  f'"message": {_quote(record.getMessage())}']
         for key, value in record.__dict__.items():
             if key not in _HEAD and key[:1] != "_":  # the four above are never repeated
-                parts.append(f", {_quote(key)}: {_value(value)}")
+                quoted = _KEYS.get(key)
+                if quoted is None:
+                    quoted = _quote(key)
+                    if len(_KEYS) < 1024:
+                        _KEYS[key] = quoted
+                parts.append(f", {quoted}: {_value(value)}")
         if record.exc_info:
             parts.append(f', "exception": {_quote(self.formatException(record.exc_info))}')
         if record.stack_info:
@@ -166,6 +183,9 @@ class BackgroundHandler(logging.Handler):
         queue, wake = self._queue, self._wake
         while True:
             wake.wait()
+            # While the event stays set, callers do not set it again (no lock, no notify);
+            # the records they append meanwhile are this batch.
+            time.sleep(config.LOG_BATCH_S)
             wake.clear()  # cleared before draining: a record appended after is waited for
             batch: list[logging.LogRecord] = []
             done: list[threading.Event] = []
