@@ -79,6 +79,11 @@ def test_a_request_asked_again_is_decided_once_and_each_answer_stored(
         assert a.stored and got is not None
         assert got.execution_id == a.recommendation.execution_id
     assert answers[1].recommendation.execution_id == "x-2"
+    # Without a cache every history is a new read: nothing is remembered.
+    uncached = UseCases(store, catalog=catalog, clock=clock)
+    uncached.recommend(request)
+    uncached.recommend(request)
+    assert (uncached.memo_hits, uncached.memo_misses, len(uncached._memo or {})) == (0, 0, 0)
     # Another request of the action (other pools, other declared memory) is its own entry.
     other = replace(request, pools=(mk(catalog, "h100", "H100-80GB"),))
     assert uc.recommend(other).recommendation.decision == fresh(store, catalog, clock.now, other)

@@ -274,7 +274,11 @@ class UseCases:
         except StoreUnavailable as e:
             degraded = f"database unavailable ({e}); answered from the request alone"
             log.warning("recommend without history: %s", e)
-        memo = self._memo if not degraded and request.target_throughput <= 0 else None
+        # Without a cache (or with it off: PostgreSQL until its listener is up) every history
+        # is a new read, never the list a decision was made on: nothing to remember.
+        cache = self.cache
+        memo = (self._memo if not degraded and request.target_throughput <= 0
+                and cache is not None and cache.enabled else None)
         key: tuple[object, ...] = ()
         decision: Decision | None = None
         population: Population | None = None
@@ -292,10 +296,11 @@ class UseCases:
                 decision = found.decision
                 self.memo_hits += 1
         if decision is None:
-            decision = self._decide(request, samples, now, degraded)
+            decision, sm = self._decide_weighing(request, samples, now, degraded)
             if memo is not None:
                 self.memo_misses += 1
-                self._remember(memo, key, request, samples, population, learned, now, decision)
+                self._remember(memo, key, request, samples, population, learned, now, decision,
+                               sm)
         rec = StoredRecommendation(
             id=new_id(),
             created_at=now,
@@ -308,6 +313,11 @@ class UseCases:
 
     def _decide(self, request: Request, samples: list[Sample], now: datetime, degraded: str
                 ) -> Decision:
+        return self._decide_weighing(request, samples, now, degraded)[0]
+
+    def _decide_weighing(self, request: Request, samples: list[Sample], now: datetime,
+                         degraded: str) -> tuple[Decision, float | None]:
+        """The decision, and the SM utilisation it weighed."""
         evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib,
                             action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
@@ -323,11 +333,12 @@ class UseCases:
         if degraded:
             decision = replace(decision, source=FALLBACK,
                                reason=f"{degraded}: {decision.reason}")
-        return decision
+        return decision, sm
 
     def _remember(self, memo: dict[tuple[object, ...], _Decided], key: tuple[object, ...],
                   request: Request, samples: list[Sample], population: Population | None,
-                  learned: MemoryPredictor | None, now: datetime, decision: Decision) -> None:
+                  learned: MemoryPredictor | None, now: datetime, decision: Decision,
+                  sm: float | None) -> None:
         """Keeps the decision unless its inputs moved while it was made (a population read in
         its thread finished, a model was promoted: it may have used either), or the SM
         utilisation it weighed is within rounding of the threshold (a mean weighted by age at
@@ -335,7 +346,6 @@ class UseCases:
         if (self._population is not population
                 or (self._learned() if self._learned is not None else None) is not learned):
             return
-        sm = mean_sm_utilisation(samples, now)
         if sm is not None and math.isclose(sm, config.SM_HUNGRY_UTILISATION, rel_tol=1e-9):
             return
         if len(memo) >= config.DECISION_MEMO_MAX:
