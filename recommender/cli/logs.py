@@ -182,7 +182,9 @@ class BackgroundHandler(logging.Handler):
     def _run(self) -> None:
         queue, wake = self._queue, self._wake
         while True:
-            wake.wait()
+            # With a timeout: should a wake-up ever be missed, the queue is still drained.
+            if not wake.wait(0.5) and not queue:
+                continue
             # While the event stays set, callers do not set it again (no lock, no notify);
             # the records they append meanwhile are this batch.
             time.sleep(config.LOG_BATCH_S)
@@ -216,7 +218,7 @@ class BackgroundHandler(logging.Handler):
             except Exception:
                 target.handleError(batch[-1])
 
-    def flush(self, timeout: float = 10.0) -> None:
+    def flush(self, timeout: float = 2.0) -> None:
         """Returns once every record handed over before the call is written and flushed."""
         thread = self._thread
         if thread is None or not thread.is_alive():
