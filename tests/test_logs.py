@@ -60,3 +60,42 @@ def test_text_puts_the_fields_after_the_message_as_logfmt() -> None:
     assert " WARNING recommender.test Recommend OK method=Recommend ms=0.5 " in text
     assert text.endswith(' error="pools[0]: bad \\"x\\"" action_id=resize')
     assert TextFormatter().format(record("plain")).endswith(" recommender.test plain")
+
+
+def test_the_background_handler_writes_every_line_in_order_once_flushed() -> None:
+    """Records handed over from many threads come out whole, in the order handed over (per
+    thread), with arguments completed when logged (a later change does not show), after
+    flush(); close() writes what is still queued."""
+    import io
+    import threading
+
+    from recommender.cli.logs import BackgroundHandler
+
+    stream = io.StringIO()
+    target = logging.StreamHandler(stream)
+    target.setFormatter(JsonFormatter())
+    handler = BackgroundHandler(target)
+    logger = logging.Logger("recommender.test.background")
+    logger.addHandler(handler)
+    mutable = ["before"]
+
+    def log_many(t: int) -> None:
+        for i in range(300):
+            logger.warning("%s %s", t, i, extra={"writer": t, "i": i})
+
+    logger.warning("%s", mutable)
+    mutable[0] = "after"
+    threads = [threading.Thread(target=log_many, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    handler.flush()
+    lines = [json.loads(x) for x in stream.getvalue().splitlines()]
+    assert len(lines) == 1 + 4 * 300
+    assert lines[0]["message"] == "['before']"
+    for t in range(4):
+        assert [x["i"] for x in lines if x.get("writer") == t] == list(range(300))
+    logger.warning("last one", extra={"i": -1})
+    handler.close()
+    assert json.loads(stream.getvalue().splitlines()[-1])["message"] == "last one"

@@ -181,6 +181,12 @@ DEFAULT_DATABASE_URL = "sqlite:///recommender.db"
 DATABASE_TIMEOUT_S = 2.0
 """Longest the runner's Recommend waits on the database before answering without it."""
 
+LOG_BATCH_S = 0.002
+"""The log writer thread waits this long after the first record of a batch before writing it
+(`cli.logs.BackgroundHandler`): the records that arrive meanwhile go out with one flush and one
+wake-up of the thread, instead of a wake-up (a lock and a notify on the calling thread) per
+record; a line is late by this much at most."""
+
 RPC_THREADS = 8
 """Threads serving calls. Python runs one at a time (the GIL), so many more threads than cores
 only add switching; but a call waiting for its commit holds its thread, and group commit needs
@@ -391,6 +397,11 @@ every change is notified at once, so this only bounds staleness on SQLite or in 
 CACHE_MAX_ACTIONS = 20_000
 """Actions whose recent history a replica keeps (500 samples each at most: a few hundred MB at
 the very worst, far less in practice)."""
+
+DECISION_MEMO_MAX = 20_000
+"""Decisions a replica keeps for requests asked again unchanged (`UseCases.recommend`: one per
+action and distinct request, a decision and its ladder, about a KB each), like
+CACHE_MAX_ACTIONS; beyond it the oldest go first."""
 
 # --- operations -------------------------------------------------------------------------
 

@@ -8,11 +8,11 @@ says so.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -41,6 +41,7 @@ from recommender.core.estimation import (
     default_estimator,
     mean_sm_utilisation,
 )
+from recommender.core.ids import new_id
 from recommender.core.ladder import LADDER, LadderExhausted, next_rung
 from recommender.core.layout import RecordedAdvice, advise_recorded
 from recommender.core.online import ActionModels
@@ -71,6 +72,53 @@ class UnknownRecommendation(LookupError):
 class Answer:
     recommendation: StoredRecommendation
     stored: bool
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """A decision and everything it was a function of, for `UseCases.recommend`'s memo.
+
+    The decision is a function of the request (its execution_id aside), the action's history,
+    the population, the learned model serving, and the time: the time only through the OOM
+    floor's window (an OOM within OOM_FLOOR_WINDOW of now is a floor) and samples stamped after
+    now (their age weighs 1 until now passes them). So it holds from `at` to `until`: the first
+    moment an OOM leaves the window or a sample stops being in the future. The history, the
+    population and the model are compared by identity: a cached history is a new list whenever
+    it changes (a record, an OOM, a notification from another replica, a re-read), a population
+    read again and a model promoted are new objects."""
+
+    request: Request
+    """Kept so that the pools' identities in the key are not reused by other objects."""
+    samples: list[Sample]
+    population: Population | None
+    learned: MemoryPredictor | None
+    at: datetime
+    until: datetime
+    decision: Decision
+
+
+def _memo_key(request: Request) -> tuple[object, ...]:
+    """What a decision depends on in a request: everything but the execution_id. Pools by
+    identity (rpc.convert hands out one Pool per distinct listing)."""
+    return (request.action_id, tuple(id(p) for p in request.pools), request.workers,
+            request.max_workers, request.needs_peer_to_peer, request.declared_memory_mib,
+            tuple(sorted(request.features.items())) if request.features else ())
+
+
+def _holds_until(samples: list[Sample], now: datetime) -> datetime:
+    """Until when a decision made at `now` on `samples` stays what it would be (see _Decided)."""
+    now_s = now.timestamp()
+    window = config.OOM_FLOOR_WINDOW.total_seconds()
+    until = math.inf
+    for s in samples:
+        at = s.at_s
+        if at > now_s:
+            until = min(until, at)
+        if s.outcome is Outcome.OOM and now_s - at <= window:
+            until = min(until, at + window)
+    if until == math.inf:
+        return datetime.max.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(until, UTC)
 
 
 def _now() -> datetime:
@@ -107,6 +155,14 @@ class UseCases:
         self._population_lock = threading.Lock()
         self.estimator = estimator or default_estimator(learned, self.action_models,
                                                         self.memory_population)
+        self._learned = learned
+        self._memo: dict[tuple[object, ...], _Decided] | None = {} if estimator is None else None
+        """Decisions for requests asked again unchanged on an unchanged history (_Decided):
+        the estimate and the policy cost most of a Recommend, and the runner asks the same
+        request of an action again and again. Only with the default estimator, whose inputs
+        are known; an estimator given by the caller may depend on anything."""
+        self.memo_hits = 0
+        self.memo_misses = 0
         self.clock = clock
         self.catalog = catalog or load_catalog()
         self.throughput_population = PopulationCache(self.catalog, self._throughput_rows, clock)
@@ -218,6 +274,50 @@ class UseCases:
         except StoreUnavailable as e:
             degraded = f"database unavailable ({e}); answered from the request alone"
             log.warning("recommend without history: %s", e)
+        # Without a cache (or with it off: PostgreSQL until its listener is up) every history
+        # is a new read, never the list a decision was made on: nothing to remember.
+        cache = self.cache
+        memo = (self._memo if not degraded and request.target_throughput <= 0
+                and cache is not None and cache.enabled else None)
+        key: tuple[object, ...] = ()
+        decision: Decision | None = None
+        population: Population | None = None
+        learned: MemoryPredictor | None = None
+        if memo is not None:
+            # The throughput curve reads a population of its own on its own clock: requests
+            # with a throughput target are decided every time.
+            key = _memo_key(request)
+            population = self.memory_population()  # as the estimator would: it may refresh
+            learned = self._learned() if self._learned is not None else None
+            found = memo.get(key)
+            if (found is not None and found.samples is samples
+                    and found.population is population and found.learned is learned
+                    and found.at <= now <= found.until):
+                decision = found.decision
+                self.memo_hits += 1
+        if decision is None:
+            decision, sm = self._decide_weighing(request, samples, now, degraded)
+            if memo is not None:
+                self.memo_misses += 1
+                self._remember(memo, key, request, samples, population, learned, now, decision,
+                               sm)
+        rec = StoredRecommendation(
+            id=new_id(),
+            created_at=now,
+            action_id=request.action_id,
+            execution_id=request.execution_id,
+            decision=decision,
+            declared_memory_mib=request.declared_memory_mib,
+        )
+        return Answer(rec, self._save(rec))
+
+    def _decide(self, request: Request, samples: list[Sample], now: datetime, degraded: str
+                ) -> Decision:
+        return self._decide_weighing(request, samples, now, degraded)[0]
+
+    def _decide_weighing(self, request: Request, samples: list[Sample], now: datetime,
+                         degraded: str) -> tuple[Decision, float | None]:
+        """The decision, and the SM utilisation it weighed."""
         evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib,
                             action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
@@ -233,15 +333,26 @@ class UseCases:
         if degraded:
             decision = replace(decision, source=FALLBACK,
                                reason=f"{degraded}: {decision.reason}")
-        rec = StoredRecommendation(
-            id=str(uuid.uuid4()),
-            created_at=now,
-            action_id=request.action_id,
-            execution_id=request.execution_id,
-            decision=decision,
-            declared_memory_mib=request.declared_memory_mib,
-        )
-        return Answer(rec, self._save(rec))
+        return decision, sm
+
+    def _remember(self, memo: dict[tuple[object, ...], _Decided], key: tuple[object, ...],
+                  request: Request, samples: list[Sample], population: Population | None,
+                  learned: MemoryPredictor | None, now: datetime, decision: Decision,
+                  sm: float | None) -> None:
+        """Keeps the decision unless its inputs moved while it was made (a population read in
+        its thread finished, a model was promoted: it may have used either), or the SM
+        utilisation it weighed is within rounding of the threshold (a mean weighted by age at
+        another moment could fall on the other side)."""
+        if (self._population is not population
+                or (self._learned() if self._learned is not None else None) is not learned):
+            return
+        if sm is not None and math.isclose(sm, config.SM_HUNGRY_UTILISATION, rel_tol=1e-9):
+            return
+        if len(memo) >= config.DECISION_MEMO_MAX:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread
+                del memo[next(iter(memo))]  # the oldest (dicts keep their insertion order)
+        memo[key] = _Decided(request, samples, population, learned, now,
+                             _holds_until(samples, now), decision)
 
     def _save(self, rec: StoredRecommendation) -> bool:
         try:
@@ -297,7 +408,7 @@ class UseCases:
             f"({rung.profile.memory_mib:,} MiB) x {rung.count} on {rung.pool_id} ({rung.gpu_model})"
         )
         child = StoredRecommendation(
-            id=str(uuid.uuid4()),
+            id=new_id(),
             created_at=now,
             action_id=parent.action_id,
             execution_id=parent.execution_id,

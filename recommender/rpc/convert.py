@@ -146,6 +146,11 @@ _POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
 _POOLS_MAX = 16
 """Whole pools listing nodes, by catalog and the pool message's bytes: a pool listed again
 unchanged costs one serialisation and a lookup."""
+_BARE_POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
+_BARE_POOLS_MAX = 1024
+"""Pools that list no nodes (a model, a strategy, maybe profiles: tens of bytes), likewise: the
+runner sends the same few on every Recommend, and one Pool object per listing lets the use
+cases' decision memo know the request by its pools' identities (`UseCases.recommend`)."""
 
 K = TypeVar("K")
 R = TypeVar("R", bytes, tuple[bytes, ...])
@@ -284,9 +289,10 @@ def _gpu(model: GpuModel, g: pb.Gpu, field: str) -> GpuState:
 
 
 def _pool(catalog: Catalog, p: pb.Pool, field: str) -> Pool:
-    if not p.nodes:
-        return _convert_pool(catalog, p, field)
     raw = p.SerializeToString()
+    if not p.nodes:
+        return _intern(_interned(_BARE_POOLS, catalog), raw, _BARE_POOLS_MAX,
+                       lambda: _convert_pool(catalog, p, field))
     return _intern(_interned(_POOLS, catalog), raw, _POOLS_MAX,
                    lambda: _convert_pool(catalog, p, field, raw))
 

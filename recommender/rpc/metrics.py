@@ -122,13 +122,29 @@ class Metrics:
 METRICS = Metrics()
 
 
+_call_series: dict[tuple[Metrics, str, str], tuple[Counter, Histogram]] = {}
+_source_series: dict[tuple[Metrics, str], Counter] = {}
+"""The labelled children of the per-call series, by label values: `labels()` builds a key and
+takes the metric's lock on every call; the methods, codes and sources are a few dozen values."""
+
+
 def record_call(method: str, code: str, seconds: float) -> None:
-    METRICS.calls.labels(method=method, code=code).inc()
-    METRICS.call_duration.labels(method=method).observe(seconds)
+    metrics = METRICS
+    series = _call_series.get((metrics, method, code))
+    if series is None:
+        series = _call_series[(metrics, method, code)] = (
+            metrics.calls.labels(method=method, code=code),
+            metrics.call_duration.labels(method=method))
+    series[0].inc()
+    series[1].observe(seconds)
 
 
 def record_recommendation(source: str) -> None:
-    METRICS.recommendations.labels(source=source).inc()
+    metrics = METRICS
+    series = _source_series.get((metrics, source))
+    if series is None:
+        series = _source_series[(metrics, source)] = metrics.recommendations.labels(source=source)
+    series.inc()
 
 
 def record_execution(action_id: str, outcome: str) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender.core.catalog import GpuModel, MigProfile
 from recommender.core.domain import (
+    Decision,
     HistoryEntry,
     ModelVersion,
     Rung,
@@ -47,6 +50,30 @@ def recommendation_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> p
         node_share=d.rung.node_share,
         predicted_throughput=d.predicted_throughput,
     )
+
+
+_ANSWERS: dict[int, tuple[Decision, pb.Recommendation]] = {}
+_ANSWERS_MAX = 4096
+"""The message of a decision, by the decision's identity (kept with it, so the id is not
+reused): the use cases hand out the same Decision object for a request asked again unchanged
+(their decision memo), and copying a built message is a fraction of building it with its
+ladder. Starts over when full."""
+
+
+def answer_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> pb.Recommendation:
+    """`recommendation_to_pb`, the message of a decision seen before copied instead of built."""
+    d = rec.decision
+    found = _ANSWERS.get(id(d))
+    if found is None or found[0] is not d:
+        template = recommendation_to_pb(replace(rec, id=""), stored=False)
+        if len(_ANSWERS) >= _ANSWERS_MAX:
+            _ANSWERS.clear()
+        found = _ANSWERS[id(d)] = (d, template)
+    out = pb.Recommendation()
+    out.CopyFrom(found[1])
+    out.recommendation_id = rec.id
+    out.stored = stored
+    return out
 
 
 def history_entry_to_pb(e: HistoryEntry) -> pb.RecommendationEntry:

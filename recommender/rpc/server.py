@@ -143,6 +143,12 @@ def shutdown_on_signals() -> threading.Event:
 def serve_until_signalled(running: Running, stop: threading.Event | None = None) -> None:
     """Blocks until SIGTERM or SIGINT, then shuts down gracefully."""
     stop = stop or shutdown_on_signals()
-    stop.wait()
+    # A timed wait, not stop.wait(): Python runs a signal's handler in the main thread, and a
+    # signal the kernel delivered to another thread only reaches it when the main thread next
+    # runs Python code; blocked in an untimed wait it never did (a SIGTERM left `serve`
+    # waiting for good, about once in ten runs of tests/test_tracing.py under load, with the
+    # log writer's thread among those the signal could land on).
+    while not stop.wait(0.25):
+        pass
     running.stop()
     log.info("stopped")

@@ -32,6 +32,7 @@ from recommender.rpc.convert import (
 )
 from recommender.rpc.layout import layout_advice_to_pb, layout_query_from_pb
 from recommender.rpc.responses import (
+    answer_to_pb,
     gpu_model_to_pb,
     history_entry_to_pb,
     model_version_to_pb,
@@ -159,7 +160,7 @@ class RecommenderServicer(pb_grpc.RecommenderServicer):
             ids["recommendation_id"] = answer.recommendation.id
             ids["source"] = answer.recommendation.decision.source
             metrics.record_recommendation(answer.recommendation.decision.source)
-            return recommendation_to_pb(answer.recommendation, stored=answer.stored)
+            return answer_to_pb(answer.recommendation, stored=answer.stored)
 
         return handle("Recommend", context, ids, run)
 
