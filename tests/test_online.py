@@ -18,7 +18,13 @@ from recommender.core.estimation import POPULATION, Evidence, default_estimator
 from recommender.core.online import ActionModels, Design, _designs, common_features, fit_action
 from recommender.core.policy import by_expected_cost, recommend
 from recommender.core.population import PopulationSample, build_population
-from recommender.core.predictive import Predictive, expected_cost, t_quantile, t_survival
+from recommender.core.predictive import (
+    Predictive,
+    expected_cost,
+    oom_wait_mib,
+    t_quantile,
+    t_survival,
+)
 from recommender.core.usecases import UseCases
 from recommender.store import SqlStore
 from tests.test_policy import mk
@@ -56,9 +62,10 @@ def test_expected_cost_weighs_memory_against_the_chance_of_an_oom() -> None:
     sizes = [10000.0, 20000.0, 40000.0]
     sure = Predictive(math.log(8000), 0.02, 50)
     unsure = Predictive(math.log(8000), 0.4, 5)
-    assert expected_cost(sizes, 0, sure, 30) == pytest.approx(10000, rel=1e-3)
+    wait = oom_wait_mib(81920)
+    assert expected_cost(sizes, 0, sure, wait) == pytest.approx(10000, rel=1e-3)
     # An 8 GB need with a wide tail: the 10 GB slice is likely to run out; 20 GB is cheaper.
-    assert expected_cost(sizes, 1, unsure, 30) < expected_cost(sizes, 0, unsure, 30)
+    assert expected_cost(sizes, 1, unsure, wait) < expected_cost(sizes, 0, unsure, wait)
 
 
 def test_policy_chooses_the_slice_of_least_expected_cost(catalog: Catalog) -> None:
@@ -69,8 +76,30 @@ def test_policy_chooses_the_slice_of_least_expected_cost(catalog: Catalog) -> No
     d = recommend(req, est)
     # 9-10 GB peaks: 1g.10gb (9,984 MiB) runs out too often; the next size up is chosen.
     assert d.rung.profile.memory_mib > 9984 and "expected cost" in d.reason
-    best, costs = by_expected_cost(list(pool.gpu_model.profiles), est.predictive, 0.0)
+    best, costs = by_expected_cost(list(pool.gpu_model.profiles), est.predictive, 0.0,
+                                   pool.gpu_model.memory_mib)
     assert best == min(costs, key=lambda s: costs[s])
+
+
+def test_an_oom_costs_the_users_wait_whatever_the_slice(catalog: Catalog) -> None:
+    """A 5 % chance to outgrow a 10 GB slice. Counted in proportion to the slice (12 times it,
+    before), that OOM was cheap enough to risk: 10 + 5 % x (120 + 20) GB against 20. The user
+    waits as long for the rerun after an OOM in a small slice as in a large one: counted as
+    OOM_WAIT_GPUS whole 80 GB cards, the 20 GB slice costs less."""
+    sizes = [10000.0, 20000.0, 40000.0, 80000.0]
+    need = Predictive(math.log(8000), 0.135, 50)
+    assert 0.04 < need.survival(10000) < 0.06
+    slice_share = 12 * 10000.0
+    assert expected_cost(sizes, 0, need, slice_share) < expected_cost(sizes, 1, need, slice_share)
+    wait = oom_wait_mib(81920)
+    assert wait == config.OOM_WAIT_GPUS * 81920
+    assert expected_cost(sizes, 0, need, wait) > expected_cost(sizes, 1, need, wait)
+    # The policy counts the wait in the pool's own GPUs.
+    profiles = list(mk(catalog, "a100", "A100-80GB").gpu_model.profiles)
+    small, _ = by_expected_cost(profiles, need, 0.0, 0.0)
+    safe, _ = by_expected_cost(profiles, need, 0.0, 81920)
+    assert small is not None and safe is not None
+    assert small < 10240 < safe
 
 
 def test_inputs_explain_the_peak_and_the_model_finds_it() -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recommender.core import config
 from recommender.core.catalog import MigProfile
 from recommender.core.domain import Pool, Rung, Strategy
 from recommender.core.options import Memo, Option, candidate_profiles, placeable_option, rung_of
-from recommender.core.predictive import Predictive, expected_cost
+from recommender.core.predictive import Predictive, expected_cost, oom_wait_mib
 
 LADDER = "ladder"
 """Source of a recommendation that is a rung taken after an OOM."""
@@ -76,7 +75,11 @@ def next_rung(ladder: Sequence[Rung], need_mib: float, predictive: Predictive | 
         if given > 1e-6:
             conditional = _Conditional(predictive, given)
             sizes = [float(ladder[i].profile.memory_mib) for i in above]
-            costs = [expected_cost(sizes, k, conditional, config.OOM_PENALTY)
+            # The user's wait in whole GPUs of the model the next rung runs on: the ladder's
+            # largest rung of that model (its whole card, where the pool offers one).
+            model = ladder[above[0]].gpu_model
+            gpu = max(r.profile.memory_mib for r in ladder if r.gpu_model == model)
+            costs = [expected_cost(sizes, k, conditional, oom_wait_mib(gpu))
                      for k in range(len(sizes))]
             k = min(range(len(sizes)), key=lambda j: (costs[j], j))
             return ladder[above[k]], tuple(ladder[above[k] + 1:])

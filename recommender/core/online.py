@@ -312,11 +312,13 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
     residual = (y - fitted) / size
     loo = residual / (1.0 - leverage)
     dof = max(n_eff - p, 0.0)
+    # Against the prior, a design on the inputs counts its executions (ONLINE_PRIOR_DF).
+    shown = max(float(y_mib.shape[0]) - p, 0.0) if design.features else dof
     prior_scale = (prior_log_scale if design.log_space or design.relative
                    else prior_log_scale * level)
     prior_df = config.ONLINE_PRIOR_DF
-    var = (float(w_ok @ (loo * loo)) / total * dof + prior_scale ** 2 * prior_df) / (
-        dof + prior_df)
+    var = (float(w_ok @ (loo * loo)) / total * shown + prior_scale ** 2 * prior_df) / (
+        shown + prior_df)
     scale = math.sqrt(max(var, 1e-12))
     df = dof + prior_df
     # Leave-one-out pinball loss of the bound the policy would have used, in MiB.

@@ -24,7 +24,7 @@ from recommender.core.options import (
     placeable_option,
     rung_of,
 )
-from recommender.core.predictive import Predictive, expected_cost
+from recommender.core.predictive import Predictive, expected_cost, oom_wait_mib
 from recommender.core.throughput import ThroughputCurve
 
 
@@ -82,15 +82,17 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
     return None, ""
 
 
-def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float
-                      ) -> tuple[float | None, dict[int, float]]:
+def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float,
+                     gpu_memory_mib: float) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
     Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), an
     OOM penalty and the climb through the sizes above (`predictive.expected_cost`). Sizes below
-    what is known to be needed are never candidates."""
+    what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
+    what the user's wait after an OOM is counted in."""
     sizes = sorted({float(p.memory_mib) for p in profiles})
-    costs = {int(s): expected_cost(sizes, i, need, config.OOM_PENALTY)
+    wait = oom_wait_mib(gpu_memory_mib)
+    costs = {int(s): expected_cost(sizes, i, need, wait)
              for i, s in enumerate(sizes) if s >= floor_mib}
     if not costs:
         return None, {}
@@ -120,7 +122,8 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         pool_need = need
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
-            pool_need, costs = by_expected_cost(profiles, predictive, estimate.hard_floor_mib)
+            pool_need, costs = by_expected_cost(profiles, predictive, estimate.hard_floor_mib,
+                                                 pool.gpu_model.memory_mib)
             if pool_need is not None:
                 pool_needs[pool.pool_id] = pool_need
         for profile in profiles if pool_need is not None else []:
@@ -148,9 +151,10 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         chosen = min(fitting, key=lambda t: t[:3])[3]
         if predictive is not None:
             notes.append(
-                f"the slice of least expected cost (memory plus {config.OOM_PENALTY:g}x the "
-                f"slice for an OOM, {predictive.survival(chosen.profile.memory_mib):.1%} "
-                "likely)" + ("" if len(pools) == 1 else " among the offered pools"))
+                f"the slice of least expected cost (memory, plus the wait for a rerun after an "
+                f"OOM, {predictive.survival(chosen.profile.memory_mib):.1%} likely, counted as "
+                f"{config.OOM_WAIT_GPUS:g} whole GPUs)"
+                + ("" if len(pools) == 1 else " among the offered pools"))
         else:
             notes.append("the smallest slice that fits" if len(pools) == 1 else
                          "the fitting slice that wastes least memory among the offered pools")

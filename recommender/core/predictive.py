@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Protocol
 
+from recommender.core import config
+
 _NORMAL = NormalDist()
 MIN_DF = 2.0
 """The approximation's lower limit; fewer degrees of freedom are treated as 2 (heavy enough)."""
@@ -142,19 +144,25 @@ class Tail(Protocol):
         ...
 
 
-def expected_cost(sizes_mib: list[float], start: int, need: Tail,
-                  oom_penalty: float) -> float:
+def oom_wait_mib(gpu_memory_mib: float) -> float:
+    """The part of an OOM's cost that does not shrink with the slice, in MiB x the run's
+    duration: OOM_WAIT_GPUS whole GPUs of the model it ran on."""
+    return config.OOM_WAIT_GPUS * gpu_memory_mib
+
+
+def expected_cost(sizes_mib: list[float], start: int, need: Tail, wait_mib: float) -> float:
     """Expected memory reserved (in slice-MiB x the execution's duration) when the execution
     starts on `sizes_mib[start]` and climbs the sizes above it after each OOM.
 
     Each attempt holds its slice (a failed one for as long as it ran: the whole execution, at
-    worst); an OOM also costs `oom_penalty` times the failed slice (the run lost, the user's
-    wait). Attempt j is reached when the need exceeds the slice before it."""
+    worst), so the run an OOM loses is counted by the slice it held; the OOM also costs
+    `wait_mib` whatever the slice (the user's wait for the rerun, `oom_wait_mib`). Attempt j is
+    reached when the need exceeds the slice before it."""
     cost = 0.0
     reach = 1.0
     for size in sizes_mib[start:]:
         fail = need.survival(size)
-        cost += reach * size + fail * oom_penalty * size
+        cost += reach * size + fail * wait_mib
         reach = fail
         if reach <= 1e-9:
             break

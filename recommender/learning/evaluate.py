@@ -23,6 +23,7 @@ from recommender.core.estimation import Evidence, default_estimator
 from recommender.core.online import ActionModels
 from recommender.core.policy import by_expected_cost
 from recommender.core.ports import MemoryPredictor
+from recommender.core.predictive import oom_wait_mib
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalo
     """Per row: the cost, the GB-h reserved on the first attempt, and whether it ran out.
 
     The first attempt holds the smallest profile of the row's GPU model that holds the
-    prediction; one too small also costs OOM_PENALTY times its slice (the run lost) and the
+    prediction; one too small also costs the user's wait (OOM_WAIT_GPUS whole GPUs) and the
     rerun on the slice that fits the peak, as the policy's expected cost counts it."""
     rows = len(data)
     ok = data.outcome == SUCCEEDED
@@ -97,14 +98,15 @@ def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalo
         if options:
             mib = float(next((s for s in options if s >= mib), options[-1]))
             rerun = float(next((s for s in options if s >= need), options[-1]))
+            gpu = float(options[-1])
         else:
             if not math.isfinite(mib):
                 mib = float(data.slice_mib[i])  # the largest slice of a model we do not know
             rerun = max(need, mib)
+            gpu = rerun  # a model we do not know: at least what the rerun holds
         hours = max(float(data.duration_s[i]), 0.0) / 3600 or 1.0
         reserved[i] = mib / 1024 * hours
-        cost[i] = reserved[i] + (config.OOM_PENALTY * mib + rerun) / 1024 * hours * bool(
-            too_small[i])
+        cost[i] = reserved[i] + (oom_wait_mib(gpu) + rerun) / 1024 * hours * bool(too_small[i])
     return cost, reserved, too_small
 
 
@@ -141,6 +143,8 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
     seen: dict[str, deque[Sample]] = {}
     profiles = {i: [p for p in m.profiles if p.is_base]
                 for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
+    gpus = {i: float(m.memory_mib)
+            for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
 
     def features(rows: Dataset, i: int) -> dict[str, float]:
         return {f: float(v) for f, v in zip(rows.features, rows.x[i], strict=True)
@@ -168,7 +172,7 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
             options = profiles.get(int(data.gpu_model[i]))
             if estimate.predictive is not None and options:
                 chosen, _ = by_expected_cost(options, estimate.predictive,
-                                             estimate.hard_floor_mib)
+                                             estimate.hard_floor_mib, gpus[int(data.gpu_model[i])])
                 if chosen is not None:
                     out[i] = chosen
         remember(data, i)
