@@ -44,7 +44,7 @@ def served(store: InMemoryStore, catalog: Catalog, clock: Clock, **kw: object) -
 
 def oracle(uc: UseCases, request: Request) -> Decision:
     """What deciding again now, on the same state, answers."""
-    return uc._decide(request, uc._samples(request.action_id), uc.clock(), "")
+    return uc._decide(request, uc._samples(request.action_id), uc.clock(), "")[0]
 
 
 def fresh(store: InMemoryStore, catalog: Catalog, when: datetime, request: Request) -> Decision:

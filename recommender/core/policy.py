@@ -86,8 +86,9 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
                      gpu_memory_mib: float) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
-    Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), an
-    OOM penalty and the climb through the sizes above (`predictive.expected_cost`). Sizes below
+    Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), the
+    user's wait for the rerun and the climb through the sizes above (`predictive.expected_cost`,
+    `predictive.oom_wait_mib`). Sizes below
     what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
     what the user's wait after an OOM is counted in."""
     sizes = sorted({float(p.memory_mib) for p in profiles})

@@ -296,7 +296,7 @@ class UseCases:
                 decision = found.decision
                 self.memo_hits += 1
         if decision is None:
-            decision, sm = self._decide_weighing(request, samples, now, degraded)
+            decision, sm = self._decide(request, samples, now, degraded)
             if memo is not None:
                 self.memo_misses += 1
                 self._remember(memo, key, request, samples, population, learned, now, decision,
@@ -312,11 +312,7 @@ class UseCases:
         return Answer(rec, self._save(rec))
 
     def _decide(self, request: Request, samples: list[Sample], now: datetime, degraded: str
-                ) -> Decision:
-        return self._decide_weighing(request, samples, now, degraded)[0]
-
-    def _decide_weighing(self, request: Request, samples: list[Sample], now: datetime,
-                         degraded: str) -> tuple[Decision, float | None]:
+                ) -> tuple[Decision, float | None]:
         """The decision, and the SM utilisation it weighed."""
         evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib,
                             action_id=request.action_id, features=request.features)

@@ -141,10 +141,8 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
     estimator = default_estimator(lambda: predictor, models or ActionModels())
     window = config.HISTORY_WINDOW
     seen: dict[str, deque[Sample]] = {}
-    profiles = {i: [p for p in m.profiles if p.is_base]
-                for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
-    gpus = {i: float(m.memory_mib)
-            for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
+    gpu_models = {i: m for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
+    profiles = {i: [p for p in m.profiles if p.is_base] for i, m in gpu_models.items()}
 
     def features(rows: Dataset, i: int) -> dict[str, float]:
         return {f: float(v) for f, v in zip(rows.features, rows.x[i], strict=True)
@@ -169,10 +167,12 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
                                                features=features(data, i)))
         if estimate is not None:
             out[i] = estimate.mib
-            options = profiles.get(int(data.gpu_model[i]))
+            model = int(data.gpu_model[i])
+            options = profiles.get(model)
             if estimate.predictive is not None and options:
                 chosen, _ = by_expected_cost(options, estimate.predictive,
-                                             estimate.hard_floor_mib, gpus[int(data.gpu_model[i])])
+                                             estimate.hard_floor_mib,
+                                             gpu_models[model].memory_mib)
                 if chosen is not None:
                     out[i] = chosen
         remember(data, i)
