@@ -248,6 +248,48 @@ class _Weighted:
 
 
 def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
+    core = _core(design, data)
+    return _finish(core, prior_log_scale) if core is not None else None
+
+
+@dataclass
+class _Core:
+    """One design fitted on one history up to where the population's spread enters: what
+    `_finish` needs to make the Fit for any prior scale. A new population read moves every
+    action's prior scale; `ActionModels` keeps these for the actions fitted last, so the
+    refit that follows redoes only `_finish` (the same operations on the same values: the
+    same Fit as a refit from scratch)."""
+
+    design: Design
+    coef: FloatArray
+    r_inv: FloatArray
+    y_mib: FloatArray
+    w_ok: FloatArray
+    total: float
+    level: float
+    dof: float
+    shown: float
+    data_var: float
+    """The leave-one-out errors' weighted mean square, times `shown`."""
+    fitted: FloatArray
+    size: FloatArray
+    spread: FloatArray
+    """sqrt(1 + leverage): the bound's margin per unit of scale."""
+    shrink: FloatArray
+    """loo x leverage."""
+    log_loo: FloatArray
+    residuals: Residuals | None = None
+    residuals_made: bool = False
+
+    def level_residuals(self) -> Residuals | None:
+        """`Residuals.of`, once per core."""
+        if not self.residuals_made:
+            self.residuals = Residuals.of(self.log_loo, self.w_ok)
+            self.residuals_made = True
+        return self.residuals
+
+
+def _core(design: Design, data: _Data) -> _Core | None:
     n = data.y_mib.shape[0]
     p = design.parameters
     weighted = data.weighted(design.weight_half_life)
@@ -314,25 +356,30 @@ def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
     dof = max(n_eff - p, 0.0)
     # Against the prior, a design on the inputs counts its executions (ONLINE_PRIOR_DF).
     shown = max(float(y_mib.shape[0]) - p, 0.0) if design.features else dof
+    log_loo = loo if design.log_space else (
+        np.log(y_mib) - np.log(np.maximum(y_mib - loo * size, 1.0)))
+    return _Core(design, coef, r_inv, y_mib, w_ok, total, level, dof, shown,
+                 float(w_ok @ (loo * loo)) / total * shown, fitted, size,
+                 np.sqrt(1.0 + leverage), loo * leverage, log_loo)
+
+
+def _finish(core: _Core, prior_log_scale: float) -> Fit:
+    design, y_mib, w_ok, total, size = core.design, core.y_mib, core.w_ok, core.total, core.size
     prior_scale = (prior_log_scale if design.log_space or design.relative
-                   else prior_log_scale * level)
+                   else prior_log_scale * core.level)
     prior_df = config.ONLINE_PRIOR_DF
-    var = (float(w_ok @ (loo * loo)) / total * shown + prior_scale ** 2 * prior_df) / (
-        shown + prior_df)
+    var = (core.data_var + prior_scale ** 2 * prior_df) / (core.shown + prior_df)
     scale = math.sqrt(max(var, 1e-12))
-    df = dof + prior_df
+    df = core.dof + prior_df
     # Leave-one-out pinball loss of the bound the policy would have used, in MiB.
     q_sel = config.ONLINE_SELECTION_QUANTILE
-    bound = (fitted + size * (scale * t_quantile(q_sel, df) * np.sqrt(1.0 + leverage)
-                              - loo * leverage))
+    bound = (core.fitted + size * (scale * t_quantile(q_sel, df) * core.spread - core.shrink))
     bound_mib = np.exp(np.minimum(bound, 50.0)) if design.log_space else bound
     diff = y_mib - bound_mib
     pinball = np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
     loss = float(w_ok @ pinball) / total
-    log_loo = loo if design.log_space else (
-        np.log(y_mib) - np.log(np.maximum(y_mib - loo * size, 1.0)))
-    return Fit(design, coef, r_inv, scale, df, loss, int(y_mib.shape[0]), level,
-               Residuals.of(log_loo, w_ok))
+    return Fit(design, core.coef, core.r_inv, scale, df, loss, int(y_mib.shape[0]), core.level,
+               core.level_residuals())
 
 
 def _log_t_density(x: FloatArray, scale: float, df: float) -> FloatArray:
@@ -413,20 +460,17 @@ def _level_changes(residuals: Residuals, prior_log_scale: float, df: float
     return ((total, mean, max(second - mean * mean, step * step)),)
 
 
-_INFORMATIVE = frozenset((Outcome.SUCCEEDED, Outcome.OOM))
-
-
 def _newest_first(row: tuple[Sample, float]) -> float:
     return -row[0].at_s
 
 
-def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
-               prior_log_scale: float) -> ActionModel | None:
-    """Every design that can be fitted on `samples` (newest first), best first."""
+def _cores(samples: Sequence[Sample], feature_names: Sequence[str]) -> tuple[_Core, ...]:
+    """Every design that can be fitted on `samples` (newest first), before the prior scale."""
+    succeeded, oom = Outcome.SUCCEEDED, Outcome.OOM  # by identity: an Enum hashes in Python
     rows = [(s, v) for s in samples
-            if s.outcome in _INFORMATIVE and (v := _value(s)) > 0]
+            if (s.outcome is succeeded or s.outcome is oom) and (v := _value(s)) > 0]
     if not rows:
-        return None
+        return ()
     rows.sort(key=_newest_first)
     del rows[config.HISTORY_WINDOW:]
     informative = [s for s, _ in rows]
@@ -438,15 +482,28 @@ def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
     at = np.fromiter((s.at_s for s in informative), np.float64, n)
     data = _Data(y, np.log(y), inputs, np.arange(n, dtype=np.float64),
                  np.maximum(at.max() - at, 0.0))
-    fits = [f for d in _designs(feature_names, n)
-            if (f := _fit(d, data, prior_log_scale)) is not None]
-    if not fits:
+    return tuple(c for d in _designs(feature_names, n) if (c := _core(d, data)) is not None)
+
+
+def _fit_loss(pair: tuple[Fit, _Core]) -> float:
+    return pair[0].loss
+
+
+def _model(cores: Sequence[_Core], prior_log_scale: float) -> ActionModel | None:
+    """The designs' fits for this prior scale, best first."""
+    if not cores:
         return None
-    fits.sort(key=lambda f: f.loss)
+    fits = sorted(((_finish(c, prior_log_scale), c) for c in cores), key=_fit_loss)
     # The best design, and the best without inputs (what serves a request that lacks them).
-    serving = {0, next((i for i, f in enumerate(fits) if not f.design.features), 0)}
+    serving = {0, next((i for i, (f, _) in enumerate(fits) if not f.design.features), 0)}
     return ActionModel(tuple(f.with_changes(prior_log_scale) if i in serving else f
-                             for i, f in enumerate(fits)))
+                             for i, (f, _) in enumerate(fits)))
+
+
+def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
+               prior_log_scale: float) -> ActionModel | None:
+    """Every design that can be fitted on `samples` (newest first), best first."""
+    return _model(_cores(samples, feature_names), prior_log_scale)
 
 
 def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
@@ -464,32 +521,55 @@ def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
 
 class ActionModels:
     """Fitted models per action, refitted when the action's history changes; bounded, safe
-    across threads."""
+    across threads. For the actions fitted last it also keeps their designs' cores
+    (`_Core`): when only the prior scale moved (a population read), the refit finishes
+    those instead of fitting every design again."""
 
-    def __init__(self, max_actions: int = config.ONLINE_MEMO_ACTIONS) -> None:
+    def __init__(self, max_actions: int = config.ONLINE_MEMO_ACTIONS,
+                 max_cores: int = config.ONLINE_CORE_ACTIONS) -> None:
         self.max_actions = max_actions
+        self.max_cores = max_cores
         self._fits: OrderedDict[str, tuple[tuple[object, ...], ActionModel | None]] = (
+            OrderedDict())
+        self._cores: OrderedDict[str, tuple[tuple[object, ...], tuple[_Core, ...]]] = (
             OrderedDict())
         self._lock = threading.Lock()
         self.fitted = 0
+        """Refits from the history (every design fitted)."""
+        self.refinished = 0
+        """Refits for a new prior scale on a history whose cores were kept."""
 
     def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float
             ) -> ActionModel | None:
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]
-        key = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id, oldest.at_s,
-               round(prior_log_scale, 3))
+        history = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id,
+                   oldest.at_s)
+        key = (*history, round(prior_log_scale, 3))
         with self._lock:
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
                 return found[1]
-        model = fit_action(samples, common_features(samples), prior_log_scale)
+            kept = self._cores.get(action_id)
+        cores = kept[1] if kept is not None and kept[0] == history else None
+        refinish = cores is not None
+        if cores is None:
+            cores = _cores(samples, common_features(samples))
+        model = _model(cores, prior_log_scale)
         with self._lock:
-            self.fitted += 1
+            if refinish:
+                self.refinished += 1
+            else:
+                self.fitted += 1
             self._fits[action_id] = (key, model)
             self._fits.move_to_end(action_id)
             while len(self._fits) > self.max_actions:
                 self._fits.popitem(last=False)
+            if self.max_cores > 0:
+                self._cores[action_id] = (history, cores)
+                self._cores.move_to_end(action_id)
+                while len(self._cores) > self.max_cores:
+                    self._cores.popitem(last=False)
         return model

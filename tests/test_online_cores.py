@@ -1,0 +1,80 @@
+"""The online refit for a new prior scale (`ActionModels` keeps each recently fitted action's
+designs before the prior enters, `_Core`): it must give the very model a refit from scratch
+gives, on random histories, and a changed history must be fitted again."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from recommender.core.domain import Outcome, Sample
+from recommender.core.online import ActionModel, ActionModels, common_features, fit_action
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def _history(rng: random.Random, n: int, features: bool) -> list[Sample]:
+    out = []
+    step = rng.randint(0, 5)  # the newest few at a new level: a level change to weigh
+    for i in range(n):
+        batch = float(2 ** rng.randint(0, 6))
+        outcome = Outcome.OOM if rng.random() < 0.1 else (
+            Outcome.FAILED if rng.random() < 0.05 else Outcome.SUCCEEDED)
+        feats = ({"batch_size": batch, "input_mb": rng.uniform(1, 50)} if features else {})
+        if features and rng.random() < 0.05:
+            del feats["input_mb"]  # a run that lacked an input
+        peak = (2000 + 120 * batch) * math.exp(rng.gauss(0, 0.1)) * (1.6 if i < step else 1)
+        out.append(Sample(NOW - timedelta(minutes=rng.uniform(1, 30) * (i + 1)), peak, 19712,
+                          outcome, execution_id=f"x{i}", features=feats))
+    return out
+
+
+def _assert_same(a: ActionModel | None, b: ActionModel | None) -> None:
+    if a is None or b is None:
+        assert a is b
+        return
+    assert [f.design for f in a.fits] == [f.design for f in b.fits]
+    for x, y in zip(a.fits, b.fits, strict=True):
+        assert np.array_equal(x.coef, y.coef) and np.array_equal(x.r_inv, y.r_inv)
+        # Exactly equal, not close: the same operations on the same values.
+        assert (x.scale, x.df, x.loss, x.samples, x.mean_level_mib, x.changes) == (
+            y.scale, y.df, y.loss, y.samples, y.mean_level_mib, y.changes)
+
+
+def test_refit_for_a_new_prior_scale_equals_a_refit_from_scratch() -> None:
+    rng = random.Random(11)
+    for _ in range(150):
+        samples = _history(rng, rng.randint(1, 520), features=rng.random() < 0.5)
+        names = common_features(samples)
+        first, second = rng.uniform(0.03, 0.6), rng.uniform(0.03, 0.6)
+        models = ActionModels()
+        _assert_same(models.get("a", samples, first), fit_action(samples, names, first))
+        assert (models.fitted, models.refinished) == (1, 0)
+        if round(first, 3) == round(second, 3):
+            second += 0.01  # the same to the key's rounding: the model kept is served
+        refinished = models.get("a", samples, second)
+        assert (models.fitted, models.refinished) == (1, 1)
+        _assert_same(refinished, fit_action(samples, names, second))
+
+
+def test_a_new_history_is_fitted_again_and_the_cores_are_bounded() -> None:
+    rng = random.Random(3)
+    samples = _history(rng, 40, features=False)
+    models = ActionModels(max_cores=2)
+    models.get("a", samples, 0.1)
+    newer = [Sample(NOW, 9000.0, 19712, Outcome.SUCCEEDED, execution_id="new"), *samples]
+    _assert_same(models.get("a", newer, 0.2), fit_action(newer, (), 0.2))
+    assert (models.fitted, models.refinished) == (2, 0)
+    models.get("b", samples, 0.1)
+    models.get("c", samples, 0.1)  # "a" is the oldest of three: its cores go
+    _assert_same(models.get("a", newer, 0.3), fit_action(newer, (), 0.3))
+    assert (models.fitted, models.refinished) == (5, 0)
+    _assert_same(models.get("c", samples, 0.3), fit_action(samples, (), 0.3))
+    assert models.refinished == 1
+    off = ActionModels(max_cores=0)
+    off.get("a", samples, 0.1)
+    _assert_same(off.get("a", samples, 0.2), fit_action(samples, (), 0.2))
+    assert (off.fitted, off.refinished) == (2, 0)
