@@ -78,3 +78,24 @@ def test_a_new_history_is_fitted_again_and_the_cores_are_bounded() -> None:
     off.get("a", samples, 0.1)
     _assert_same(off.get("a", samples, 0.2), fit_action(samples, (), 0.2))
     assert (off.fitted, off.refinished) == (2, 0)
+
+
+def test_expected_costs_with_each_tail_computed_once_equal_the_plain_sum() -> None:
+    from recommender.core.catalog import load_catalog
+    from recommender.core.policy import by_expected_cost
+    from recommender.core.predictive import Predictive, expected_cost, oom_wait_mib
+
+    model = load_catalog().resolve("A100-40GB")
+    assert model is not None
+    profiles = list(model.profiles)
+    sizes = sorted({float(p.memory_mib) for p in profiles})
+    rng = random.Random(5)
+    for _ in range(200):
+        need = Predictive(loc=math.log(rng.uniform(2000, 40000)), scale=rng.uniform(0.01, 0.5),
+                          df=rng.uniform(2, 30),
+                          changes=((0.3, math.log(rng.uniform(2000, 40000)), 0.2),)
+                          if rng.random() < 0.3 else ())
+        floor = rng.choice([0.0, 9000.0])
+        _, costs = by_expected_cost(profiles, need, floor, 40960)
+        assert costs == {int(s): expected_cost(sizes, i, need, oom_wait_mib(40960))
+                         for i, s in enumerate(sizes) if s >= floor}
