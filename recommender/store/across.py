@@ -55,11 +55,18 @@ def population_samples(s: Session, limit: int) -> list[PopulationSample]:
     succeeded = Outcome.SUCCEEDED.value
     return [
         PopulationSample(
-            action_id=action_id, at_s=utc(ended_at).timestamp(),
+            action_id=action_id,
+            # utc(ended_at).timestamp() without a new datetime per row: SQLite's are naive UTC
+            # (the same seconds since the epoch, to the bit), PostgreSQL's aware.
+            at_s=((ended_at - _NAIVE_EPOCH).total_seconds() if ended_at.tzinfo is None
+                  else ended_at.timestamp()),
             need_mib=(peak if outcome == succeeded else oom_bumped(slice_mib, peak)),
             declared_mib=float(declared or 0))
         for action_id, ended_at, peak, slice_mib, outcome, declared in rows
     ]
+
+
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
 def throughput_summary(s: Session, since: datetime) -> list[ThroughputRow]:
