@@ -1,6 +1,7 @@
-"""The online refit for a new prior scale (`ActionModels` keeps each recently fitted action's
-designs before the prior enters, `_Core`): it must give the very model a refit from scratch
-gives, on random histories, and a changed history must be fitted again."""
+"""Work made cheaper on the serving path must give the very same values: the online refit for
+a new prior scale (`ActionModels` keeps each recently fitted action's designs before the prior
+enters, `_Core`) against a refit from scratch on random histories, a changed history fitted
+again; the expected costs with each tail computed once; the population's times in seconds."""
 
 from __future__ import annotations
 
@@ -99,3 +100,18 @@ def test_expected_costs_with_each_tail_computed_once_equal_the_plain_sum() -> No
         _, costs = by_expected_cost(profiles, need, floor, 40960)
         assert costs == {int(s): expected_cost(sizes, i, need, oom_wait_mib(40960))
                          for i, s in enumerate(sizes) if s >= floor}
+
+
+def test_population_times_are_the_seconds_of_an_aware_utc_time() -> None:
+    from datetime import timezone
+
+    from recommender.store.across import _NAIVE_EPOCH
+    from recommender.store.mapping import utc
+
+    rng = random.Random(8)
+    for _ in range(20000):
+        naive = datetime(1990, 1, 1) + timedelta(microseconds=rng.randrange(10 ** 17))
+        assert (naive - _NAIVE_EPOCH).total_seconds() == utc(naive).timestamp()
+        zone = timezone(timedelta(hours=rng.randint(-12, 12)))
+        aware = naive.replace(tzinfo=UTC).astimezone(zone)
+        assert aware.timestamp() == utc(aware).timestamp()
