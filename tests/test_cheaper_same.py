@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from recommender.core.catalog import Catalog
 from recommender.core.domain import Outcome, Sample
 from recommender.core.online import ActionModel, ActionModels, common_features, fit_action
 
@@ -115,3 +116,28 @@ def test_population_times_are_the_seconds_of_an_aware_utc_time() -> None:
         zone = timezone(timedelta(hours=rng.randint(-12, 12)))
         aware = naive.replace(tzinfo=UTC).astimezone(zone)
         assert aware.timestamp() == utc(aware).timestamp()
+
+
+def test_the_first_answer_of_a_decision_is_built_and_kept_unchanged_as_the_next_template(
+        catalog: Catalog) -> None:
+    from recommender.rpc.responses import answer_to_pb, recommendation_to_pb
+    from tests.builders import T0, execution, req
+    from tests.fakes import InMemoryStore
+    from tests.test_memo import Clock, served
+
+    store = InMemoryStore()
+    for i in range(6):
+        store.record_execution(execution(f"e{i}", peak=3000 + 100 * i,
+                                         at=T0 + timedelta(minutes=i)), T0)
+    uc = served(store, catalog, Clock(T0 + timedelta(hours=1)))
+    request = req(catalog)  # one object: the memo knows pools by identity
+    first, second, third = (uc.recommend(request).recommendation for _ in range(3))
+    assert first.decision is second.decision is third.decision
+    answered = answer_to_pb(first, stored=False)  # a decision never answered: built
+    assert answered == recommendation_to_pb(first, stored=False)
+    for rec, stored in ((second, True), (third, False)):
+        assert answer_to_pb(rec, stored=stored) == recommendation_to_pb(rec, stored=stored)
+    # The message answered first is the template: copied, never changed.
+    assert answered == recommendation_to_pb(first, stored=False)
+    assert answered.SerializeToString() == recommendation_to_pb(
+        first, stored=False).SerializeToString()
