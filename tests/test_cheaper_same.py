@@ -141,3 +141,25 @@ def test_the_first_answer_of_a_decision_is_built_and_kept_unchanged_as_the_next_
     assert answered == recommendation_to_pb(first, stored=False)
     assert answered.SerializeToString() == recommendation_to_pb(
         first, stored=False).SerializeToString()
+
+
+def test_the_sm_use_a_decision_weighs_is_the_mean_wherever_the_mean_can_matter() -> None:
+    from dataclasses import replace
+
+    from recommender.core import config
+    from recommender.core.estimation import mean_sm_utilisation
+    from recommender.core.usecases import _sm_weighed
+
+    threshold = config.SM_HUNGRY_UTILISATION
+    rng = random.Random(4)
+    for _ in range(400):
+        top = rng.choice([threshold * 0.5, threshold * (1 - 1e-7), threshold, threshold * 1.5])
+        samples = [replace(s, sm_utilization=rng.choice([0.0, rng.uniform(0, top), top]))
+                   for s in _history(rng, rng.randint(0, 60), features=False)]
+        now = NOW + timedelta(hours=rng.uniform(-1, 48))
+        mean, weighed = mean_sm_utilisation(samples, now), _sm_weighed(samples, now)
+        if weighed is not None:
+            assert weighed == mean
+        elif mean is not None:  # what the decision reads of it: below, and not close to it
+            assert mean < threshold
+            assert not math.isclose(mean, threshold, rel_tol=1e-9)
