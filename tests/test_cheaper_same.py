@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -163,3 +164,15 @@ def test_the_sm_use_a_decision_weighs_is_the_mean_wherever_the_mean_can_matter()
         elif mean is not None:  # what the decision reads of it: below, and not close to it
             assert mean < threshold
             assert not math.isclose(mean, threshold, rel_tol=1e-9)
+
+
+def test_the_refit_orders_samples_newest_first_keeping_ties_in_their_order() -> None:
+    rng = random.Random(9)
+    for _ in range(60):
+        samples = _history(rng, rng.randint(2, 80), features=rng.random() < 0.5)
+        # Many samples of one time, in a shuffled order.
+        samples = [replace(s, at=NOW - timedelta(minutes=rng.randint(0, 5))) for s in samples]
+        rng.shuffle(samples)
+        names = common_features(samples)
+        newest_first = sorted(samples, key=lambda s: -s.at_s)  # stable: ties keep their order
+        _assert_same(fit_action(samples, names, 0.2), fit_action(newest_first, names, 0.2))

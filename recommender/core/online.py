@@ -29,6 +29,7 @@ drops the OOM sample).
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -460,30 +461,21 @@ def _level_changes(residuals: Residuals, prior_log_scale: float, df: float
     return ((total, mean, max(second - mean * mean, step * step)),)
 
 
-def _newest_first(row: tuple[Sample, float]) -> float:
-    return -row[0].at_s
+_AT_S = operator.attrgetter("at_s")
 
 
 def _cores(samples: Sequence[Sample], feature_names: Sequence[str]) -> tuple[_Core, ...]:
     """Every design that can be fitted on `samples` (newest first), before the prior scale."""
     succeeded, oom = Outcome.SUCCEEDED, Outcome.OOM  # by identity: an Enum hashes in Python
-    rows = []
-    for s in samples:  # _value's, inline: a call per sample was a fifth of this function
-        outcome = s.outcome
-        if outcome is succeeded:
-            v = s.peak_mib
-        elif outcome is oom:
-            v = _value(s)
-        else:
-            continue
-        if v > 0:
-            rows.append((s, v))
-    if not rows:
+    informative = [s for s in samples
+                   if (s.outcome is succeeded and s.peak_mib > 0)
+                   or (s.outcome is oom and _value(s) > 0)]
+    if not informative:
         return ()
-    rows.sort(key=_newest_first)
-    del rows[config.HISTORY_WINDOW:]
-    informative = [s for s, _ in rows]
-    y = np.array([v for _, v in rows])
+    # Newest first; stable, as reverse sorts are: samples of one time keep their order.
+    informative.sort(key=_AT_S, reverse=True)
+    del informative[config.HISTORY_WINDOW:]
+    y = np.array([s.peak_mib if s.outcome is succeeded else _value(s) for s in informative])
     n = len(informative)
     # Each input as a column once, for every design that uses it (NaN where a run lacked it).
     inputs = {f: np.fromiter((float(s.features.get(f, math.nan)) for s in informative),
