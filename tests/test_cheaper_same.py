@@ -42,6 +42,7 @@ def _assert_same(a: ActionModel | None, b: ActionModel | None) -> None:
     assert [f.design for f in a.fits] == [f.design for f in b.fits]
     for x, y in zip(a.fits, b.fits, strict=True):
         assert np.array_equal(x.coef, y.coef) and np.array_equal(x.r_inv, y.r_inv)
+        assert np.array_equal(x.older_losses, y.older_losses)
         # Exactly equal, not close: the same operations on the same values.
         assert (x.scale, x.df, x.loss, x.samples, x.mean_level_mib, x.changes) == (
             y.scale, y.df, y.loss, y.samples, y.mean_level_mib, y.changes)

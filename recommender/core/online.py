@@ -13,7 +13,10 @@ of batch x input size, the shape of most models' memory, which neither of the tw
 The design whose calibrated bound would have been best on the action's own past executions
 wins, judged by leave-one-out pinball loss: every design is scored on executions it was not
 fitted on, so a richer design wins only when it really predicts better (the closed-form
-leave-one-out residuals of least squares make this cheap).
+leave-one-out residuals of least squares make this cheap). Beside designs on the inputs,
+every design is judged on their weights (one that follows the last few runs would otherwise be
+judged on those few alone), and the runs after a likely change of level are left to the change
+(`Fit.selection_loss`): a step is the action's, not a design's shape.
 
 The predictive distribution (`Predictive`) is a Student-t around the fit, its scale the
 leave-one-out residuals' (so each action is calibrated on its own errors, not one offset shared
@@ -90,6 +93,9 @@ class Fit:
     df: float
     loss: float
     """Weighted leave-one-out pinball loss (MiB) of the calibrated bound: lower is better."""
+    older_losses: FloatArray = field(compare=False, repr=False)
+    """older_losses[m - 1]: the same loss over the executions before the newest m, for m up to
+    the level-change lookback (what a design is judged on if the level changed m runs ago)."""
     samples: int
     mean_level_mib: float
     residuals: Residuals | None = field(default=None, compare=False, repr=False)
@@ -98,15 +104,33 @@ class Fit:
     """(probability, shift, variance of the shift) in log MiB: the action's level may have moved
     in its last executions by that much (`_level_changes`)."""
 
-    def with_changes(self, prior_log_scale: float) -> Fit:
-        """The fit with its level changes weighed. Only for a fit that may serve: it costs
-        more than the fit itself. A design that follows only the last few runs has no usual
-        level to change from."""
+    def change_posterior(self, prior_log_scale: float) -> _Posterior | None:
+        """How likely the action's level moved in each of its last few executions, judged on
+        this design's errors. None for a design that follows only the last few runs (it has no
+        usual level to change from)."""
         if self.design.weight_half_life < config.ONLINE_HALF_LIFE_EXECUTIONS:
-            return self
+            return None
         if self.residuals is None:
-            return self
-        changes = _level_changes(self.residuals, prior_log_scale, self.df)
+            return None
+        return _change_posterior(self.residuals, prior_log_scale, self.df)
+
+    def selection_loss(self, posterior: _Posterior | None) -> float:
+        """The loss designs are ranked on. The executions after a change of level are the
+        change's to explain, not the design's shape: with the chance p_m that the level moved m
+        runs ago, the design is judged with weight p_m on its loss over the runs before those m.
+        Else, right after a step, the newest run or two (far above every design's bound, and
+        the heaviest by rank) rank the designs by how loose their bounds are, and a design
+        blind to the inputs could serve a large request at a fraction of its need."""
+        if posterior is None or not posterior.total:
+            return self.loss
+        m = min(posterior.prob.shape[0], self.older_losses.shape[0])
+        prob = posterior.prob[:m]
+        return float((1.0 - float(prob.sum())) * self.loss + prob @ self.older_losses[:m])
+
+    def with_changes(self, posterior: _Posterior | None) -> Fit:
+        """The fit with its level changes weighed. Only for a fit that may serve: each change
+        costs a t tail on every Recommend."""
+        changes = posterior.components() if posterior is not None else ()
         return replace(self, changes=changes) if changes else self
 
     def row(self, features: Mapping[str, float]) -> FloatArray | None:
@@ -248,8 +272,11 @@ class _Weighted:
                    float(w @ y_mib) / total)
 
 
-def _fit(design: Design, data: _Data, prior_log_scale: float) -> Fit | None:
-    core = _core(design, data)
+def _fit(design: Design, data: _Data, prior_log_scale: float, judge_half_life: float = 0.0
+         ) -> Fit | None:
+    """One design fitted on `data`, its loss weighted at `judge_half_life` (0: as it is
+    fitted; `fit_action` says when not)."""
+    core = _core(design, data, judge_half_life)
     return _finish(core, prior_log_scale) if core is not None else None
 
 
@@ -279,6 +306,11 @@ class _Core:
     shrink: FloatArray
     """loo x leverage."""
     log_loo: FloatArray
+    judge: FloatArray
+    """The weights the loss is judged on (`_fit`'s judge_half_life)."""
+    judged: float
+    older_judged: FloatArray
+    """The judge's total less its newest m, for m up to the lookback (`Fit.older_losses`)."""
     residuals: Residuals | None = None
     residuals_made: bool = False
 
@@ -290,10 +322,11 @@ class _Core:
         return self.residuals
 
 
-def _core(design: Design, data: _Data) -> _Core | None:
+def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
     n = data.y_mib.shape[0]
     p = design.parameters
     weighted = data.weighted(design.weight_half_life)
+    judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     if not design.features and not design.trend:
         # One constant column: the least squares is a weighted mean, its leverage w / sum(w),
@@ -325,6 +358,7 @@ def _core(design: Design, data: _Data) -> _Core | None:
                 return None
             if not ok.all():
                 x, w_ok, y_mib, y, sw = x[ok], w_ok[ok], y_mib[ok], y[ok], sw[ok]
+                judge = judge[ok]
         elif n < p + 1:
             return None
         if not design.log_space:
@@ -359,13 +393,16 @@ def _core(design: Design, data: _Data) -> _Core | None:
     shown = max(float(y_mib.shape[0]) - p, 0.0) if design.features else dof
     log_loo = loo if design.log_space else (
         np.log(y_mib) - np.log(np.maximum(y_mib - loo * size, 1.0)))
+    judged = float(judge.sum())
+    lookback = _lookback(judge.shape[0])
     return _Core(design, coef, r_inv, y_mib, w_ok, total, level, dof, shown,
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
-                 np.sqrt(1.0 + leverage), loo * leverage, log_loo)
+                 np.sqrt(1.0 + leverage), loo * leverage, log_loo, judge, judged,
+                 np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300))
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
-    design, y_mib, w_ok, total, size = core.design, core.y_mib, core.w_ok, core.total, core.size
+    design, y_mib, size = core.design, core.y_mib, core.size
     prior_scale = (prior_log_scale if design.log_space or design.relative
                    else prior_log_scale * core.level)
     prior_df = config.ONLINE_PRIOR_DF
@@ -377,10 +414,18 @@ def _finish(core: _Core, prior_log_scale: float) -> Fit:
     bound = (core.fitted + size * (scale * t_quantile(q_sel, df) * core.spread - core.shrink))
     bound_mib = np.exp(np.minimum(bound, 50.0)) if design.log_space else bound
     diff = y_mib - bound_mib
-    pinball = np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
-    loss = float(w_ok @ pinball) / total
-    return Fit(design, core.coef, core.r_inv, scale, df, loss, int(y_mib.shape[0]), core.level,
-               core.level_residuals())
+    judge, judged = core.judge, core.judged
+    weighed = judge * np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
+    loss = float(weighed.sum()) / judged
+    lookback = core.older_judged.shape[0]
+    older = (loss * judged - np.cumsum(weighed[:lookback])) / core.older_judged
+    return Fit(design, core.coef, core.r_inv, scale, df, loss, older, int(y_mib.shape[0]),
+               core.level, core.level_residuals())
+
+
+def _lookback(n: int) -> int:
+    """How many of n executions (newest first) may be the first of a new level."""
+    return max(min(config.ONLINE_CHANGE_LOOKBACK, n - config.ONLINE_CHANGE_MIN_BEFORE), 0)
 
 
 def _log_t_density(x: FloatArray, scale: float, df: float) -> FloatArray:
@@ -400,8 +445,7 @@ class Residuals:
 
     @classmethod
     def of(cls, log_loo: FloatArray, weights: FloatArray) -> Residuals | None:
-        n = log_loo.shape[0]
-        lookback = min(config.ONLINE_CHANGE_LOOKBACK, n - config.ONLINE_CHANGE_MIN_BEFORE)
+        lookback = _lookback(log_loo.shape[0])
         if lookback < 1:
             return None
         before, w = log_loo[lookback:], weights[lookback:]
@@ -417,8 +461,35 @@ _LOG_PRIOR = -0.5 * _SHIFT_GRID ** 2 - np.log(np.sum(np.exp(-0.5 * _SHIFT_GRID *
 """The normal prior of the shift on that grid, normalised."""
 
 
-def _level_changes(residuals: Residuals, prior_log_scale: float, df: float
-                   ) -> tuple[tuple[float, float, float], ...]:
+@dataclass(frozen=True)
+class _Posterior:
+    """`_change_posterior`'s answer: prob[m - 1], the chance that the last m executions are a
+    new level (0 in all when no hypothesis reaches ONLINE_CHANGE_MIN_PROBABILITY); and per m
+    the mean and second moment of the shift in log MiB."""
+
+    prob: FloatArray
+    mean: FloatArray
+    second: FloatArray
+
+    @property
+    def total(self) -> float:
+        return float(self.prob.sum())
+
+    def components(self) -> tuple[tuple[float, float, float], ...]:
+        """One component for all the hypotheses (their probability, the mean and spread of
+        their shifts): each component costs a t tail on every Recommend, and they mostly agree
+        on the shift."""
+        total = self.total
+        if not total:
+            return ()
+        each = self.prob / total
+        mean = float(self.mean @ each)
+        second = float(self.second @ each)
+        step = config.ONLINE_CHANGE_SCALE * float(_SHIFT_GRID[1] - _SHIFT_GRID[0])
+        return ((total, mean, max(second - mean * mean, step * step)),)
+
+
+def _change_posterior(residuals: Residuals, prior_log_scale: float, df: float) -> _Posterior:
     """Has the action's level moved in its last m executions (a new version of its code)?
 
     `residuals` are the design's leave-one-out errors (the usual spread is the one the design
@@ -448,17 +519,10 @@ def _level_changes(residuals: Residuals, prior_log_scale: float, df: float
     hazard = config.ONLINE_CHANGE_HAZARD
     odds = np.exp(np.log(hazard / max(1.0 - hazard * lookback, 1e-9)) + np.minimum(log_bf, 200.0))
     prob = odds / (1.0 + float(odds.sum()))
-    total = float(prob.sum())
-    if total < config.ONLINE_CHANGE_MIN_PROBABILITY:
-        return ()
-    # One component for all of them (their probability, the mean and spread of their shifts):
-    # each component costs a t tail on every Recommend, and they mostly agree on the shift.
+    if float(prob.sum()) < config.ONLINE_CHANGE_MIN_PROBABILITY:
+        prob = np.zeros_like(prob)
     post = like / like.sum(axis=0)
-    each = prob / total
-    mean = float(shifts @ post @ each)
-    second = float((shifts ** 2) @ post @ each)
-    step = tau * float(_SHIFT_GRID[1] - _SHIFT_GRID[0])
-    return ((total, mean, max(second - mean * mean, step * step)),)
+    return _Posterior(prob, shifts @ post, (shifts ** 2) @ post)
 
 
 _AT_S = operator.attrgetter("at_s")
@@ -483,22 +547,28 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str]) -> tuple[_Co
     at = np.fromiter((s.at_s for s in informative), np.float64, n)
     data = _Data(y, np.log(y), inputs, np.arange(n, dtype=np.float64),
                  np.maximum(at.max() - at, 0.0))
-    return tuple(c for d in _designs(feature_names, n) if (c := _core(d, data)) is not None)
-
-
-def _fit_loss(pair: tuple[Fit, _Core]) -> float:
-    return pair[0].loss
+    designs = _designs(feature_names, n)
+    cores = [c for d in designs if d.features if (c := _core(d, data)) is not None]
+    # Where designs on the inputs compete, every design is judged on the same runs, weighed
+    # as those designs weigh them: one that follows the last few runs alone would be judged
+    # on those few, and a run of small requests made it look right for a large one.
+    judge = config.ONLINE_HALF_LIFE_WITH_INPUTS if cores else 0.0
+    cores += [c for d in designs if not d.features if (c := _core(d, data, judge)) is not None]
+    return tuple(cores)
 
 
 def _model(cores: Sequence[_Core], prior_log_scale: float) -> ActionModel | None:
     """The designs' fits for this prior scale, best first."""
     if not cores:
         return None
-    fits = sorted(((_finish(c, prior_log_scale), c) for c in cores), key=_fit_loss)
+    fits = [_finish(c, prior_log_scale) for c in cores]
+    posteriors = [f.change_posterior(prior_log_scale) for f in fits]
+    ranked = sorted(zip(fits, posteriors, strict=True),
+                    key=lambda fp: fp[0].selection_loss(fp[1]))
     # The best design, and the best without inputs (what serves a request that lacks them).
-    serving = {0, next((i for i, (f, _) in enumerate(fits) if not f.design.features), 0)}
-    return ActionModel(tuple(f.with_changes(prior_log_scale) if i in serving else f
-                             for i, (f, _) in enumerate(fits)))
+    serving = {0, next((i for i, (f, _) in enumerate(ranked) if not f.design.features), 0)}
+    return ActionModel(tuple(f.with_changes(post) if i in serving else f
+                             for i, (f, post) in enumerate(ranked)))
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
