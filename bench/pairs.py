@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.pairs} pairs after {args.warm}: {cpu / args.pairs * 1e6:,.0f} us CPU a "
               f"pair; slowest {waits[-1] * 1e3:.1f} ms, 99.5th percentile "
               f"{waits[int(len(waits) * 0.995) - 1] * 1e3:.1f} ms; refits "
-              f"{uc.action_models.fitted}")
+              f"{uc.action_models.fitted}, for a new prior scale only "
+              f"{uc.action_models.refinished}")
         engine.dispose()
 
 

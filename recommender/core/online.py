@@ -32,6 +32,7 @@ drops the OOM sample).
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -275,6 +276,53 @@ def _fit(design: Design, data: _Data, prior_log_scale: float, judge_half_life: f
          ) -> Fit | None:
     """One design fitted on `data`, its loss weighted at `judge_half_life` (0: as it is
     fitted; `fit_action` says when not)."""
+    core = _core(design, data, judge_half_life)
+    return _finish(core, prior_log_scale) if core is not None else None
+
+
+@dataclass
+class _Core:
+    """One design fitted on one history up to where the population's spread enters: what
+    `_finish` needs to make the Fit for any prior scale. A new population read moves every
+    action's prior scale; `ActionModels` keeps these for the actions fitted last, so the
+    refit that follows redoes only `_finish` (the same operations on the same values: the
+    same Fit as a refit from scratch)."""
+
+    design: Design
+    coef: FloatArray
+    r_inv: FloatArray
+    y_mib: FloatArray
+    w_ok: FloatArray
+    total: float
+    level: float
+    dof: float
+    shown: float
+    data_var: float
+    """The leave-one-out errors' weighted mean square, times `shown`."""
+    fitted: FloatArray
+    size: FloatArray
+    spread: FloatArray
+    """sqrt(1 + leverage): the bound's margin per unit of scale."""
+    shrink: FloatArray
+    """loo x leverage."""
+    log_loo: FloatArray
+    judge: FloatArray
+    """The weights the loss is judged on (`_fit`'s judge_half_life)."""
+    judged: float
+    older_judged: FloatArray
+    """The judge's total less its newest m, for m up to the lookback (`Fit.older_losses`)."""
+    residuals: Residuals | None = None
+    residuals_made: bool = False
+
+    def level_residuals(self) -> Residuals | None:
+        """`Residuals.of`, once per core."""
+        if not self.residuals_made:
+            self.residuals = Residuals.of(self.log_loo, self.w_ok)
+            self.residuals_made = True
+        return self.residuals
+
+
+def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
     n = data.y_mib.shape[0]
     p = design.parameters
     weighted = data.weighted(design.weight_half_life)
@@ -343,29 +391,36 @@ def _fit(design: Design, data: _Data, prior_log_scale: float, judge_half_life: f
     dof = max(n_eff - p, 0.0)
     # Against the prior, a design on the inputs counts its executions (ONLINE_PRIOR_DF).
     shown = max(float(y_mib.shape[0]) - p, 0.0) if design.features else dof
-    prior_scale = (prior_log_scale if design.log_space or design.relative
-                   else prior_log_scale * level)
-    prior_df = config.ONLINE_PRIOR_DF
-    var = (float(w_ok @ (loo * loo)) / total * shown + prior_scale ** 2 * prior_df) / (
-        shown + prior_df)
-    scale = math.sqrt(max(var, 1e-12))
-    df = dof + prior_df
-    # Leave-one-out pinball loss of the bound the policy would have used, in MiB.
-    q_sel = config.ONLINE_SELECTION_QUANTILE
-    bound = (fitted + size * (scale * t_quantile(q_sel, df) * np.sqrt(1.0 + leverage)
-                              - loo * leverage))
-    bound_mib = np.exp(np.minimum(bound, 50.0)) if design.log_space else bound
-    diff = y_mib - bound_mib
-    weighed = judge * np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
-    judged = float(judge.sum())
-    loss = float(weighed.sum()) / judged
-    lookback = _lookback(weighed.shape[0])
-    older = ((loss * judged - np.cumsum(weighed[:lookback]))
-             / np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300))
     log_loo = loo if design.log_space else (
         np.log(y_mib) - np.log(np.maximum(y_mib - loo * size, 1.0)))
-    return Fit(design, coef, r_inv, scale, df, loss, older, int(y_mib.shape[0]), level,
-               Residuals.of(log_loo, w_ok))
+    judged = float(judge.sum())
+    lookback = _lookback(judge.shape[0])
+    return _Core(design, coef, r_inv, y_mib, w_ok, total, level, dof, shown,
+                 float(w_ok @ (loo * loo)) / total * shown, fitted, size,
+                 np.sqrt(1.0 + leverage), loo * leverage, log_loo, judge, judged,
+                 np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300))
+
+
+def _finish(core: _Core, prior_log_scale: float) -> Fit:
+    design, y_mib, size = core.design, core.y_mib, core.size
+    prior_scale = (prior_log_scale if design.log_space or design.relative
+                   else prior_log_scale * core.level)
+    prior_df = config.ONLINE_PRIOR_DF
+    var = (core.data_var + prior_scale ** 2 * prior_df) / (core.shown + prior_df)
+    scale = math.sqrt(max(var, 1e-12))
+    df = core.dof + prior_df
+    # Leave-one-out pinball loss of the bound the policy would have used, in MiB.
+    q_sel = config.ONLINE_SELECTION_QUANTILE
+    bound = (core.fitted + size * (scale * t_quantile(q_sel, df) * core.spread - core.shrink))
+    bound_mib = np.exp(np.minimum(bound, 50.0)) if design.log_space else bound
+    diff = y_mib - bound_mib
+    judge, judged = core.judge, core.judged
+    weighed = judge * np.maximum(q_sel * diff, (q_sel - 1.0) * diff)
+    loss = float(weighed.sum()) / judged
+    lookback = core.older_judged.shape[0]
+    older = (loss * judged - np.cumsum(weighed[:lookback])) / core.older_judged
+    return Fit(design, core.coef, core.r_inv, scale, df, loss, older, int(y_mib.shape[0]),
+               core.level, core.level_residuals())
 
 
 def _lookback(n: int) -> int:
@@ -470,24 +525,21 @@ def _change_posterior(residuals: Residuals, prior_log_scale: float, df: float) -
     return _Posterior(prob, shifts @ post, (shifts ** 2) @ post)
 
 
-_INFORMATIVE = frozenset((Outcome.SUCCEEDED, Outcome.OOM))
+_AT_S = operator.attrgetter("at_s")
 
 
-def _newest_first(row: tuple[Sample, float]) -> float:
-    return -row[0].at_s
-
-
-def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
-               prior_log_scale: float) -> ActionModel | None:
-    """Every design that can be fitted on `samples` (newest first), best first."""
-    rows = [(s, v) for s in samples
-            if s.outcome in _INFORMATIVE and (v := _value(s)) > 0]
-    if not rows:
-        return None
-    rows.sort(key=_newest_first)
-    del rows[config.HISTORY_WINDOW:]
-    informative = [s for s, _ in rows]
-    y = np.array([v for _, v in rows])
+def _cores(samples: Sequence[Sample], feature_names: Sequence[str]) -> tuple[_Core, ...]:
+    """Every design that can be fitted on `samples` (newest first), before the prior scale."""
+    succeeded, oom = Outcome.SUCCEEDED, Outcome.OOM  # by identity: an Enum hashes in Python
+    informative = [s for s in samples
+                   if (s.outcome is succeeded and s.peak_mib > 0)
+                   or (s.outcome is oom and _value(s) > 0)]
+    if not informative:
+        return ()
+    # Newest first; stable, as reverse sorts are: samples of one time keep their order.
+    informative.sort(key=_AT_S, reverse=True)
+    del informative[config.HISTORY_WINDOW:]
+    y = np.array([s.peak_mib if s.outcome is succeeded else _value(s) for s in informative])
     n = len(informative)
     # Each input as a column once, for every design that uses it (NaN where a run lacked it).
     inputs = {f: np.fromiter((float(s.features.get(f, math.nan)) for s in informative),
@@ -496,16 +548,20 @@ def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
     data = _Data(y, np.log(y), inputs, np.arange(n, dtype=np.float64),
                  np.maximum(at.max() - at, 0.0))
     designs = _designs(feature_names, n)
-    fits = [f for d in designs if d.features
-            if (f := _fit(d, data, prior_log_scale)) is not None]
+    cores = [c for d in designs if d.features if (c := _core(d, data)) is not None]
     # Where designs on the inputs compete, every design is judged on the same runs, weighed
     # as those designs weigh them: one that follows the last few runs alone would be judged
     # on those few, and a run of small requests made it look right for a large one.
-    judge = config.ONLINE_HALF_LIFE_WITH_INPUTS if fits else 0.0
-    fits += [f for d in designs if not d.features
-             if (f := _fit(d, data, prior_log_scale, judge)) is not None]
-    if not fits:
+    judge = config.ONLINE_HALF_LIFE_WITH_INPUTS if cores else 0.0
+    cores += [c for d in designs if not d.features if (c := _core(d, data, judge)) is not None]
+    return tuple(cores)
+
+
+def _model(cores: Sequence[_Core], prior_log_scale: float) -> ActionModel | None:
+    """The designs' fits for this prior scale, best first."""
+    if not cores:
         return None
+    fits = [_finish(c, prior_log_scale) for c in cores]
     posteriors = [f.change_posterior(prior_log_scale) for f in fits]
     ranked = sorted(zip(fits, posteriors, strict=True),
                     key=lambda fp: fp[0].selection_loss(fp[1]))
@@ -513,6 +569,12 @@ def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
     serving = {0, next((i for i, (f, _) in enumerate(ranked) if not f.design.features), 0)}
     return ActionModel(tuple(f.with_changes(post) if i in serving else f
                              for i, (f, post) in enumerate(ranked)))
+
+
+def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
+               prior_log_scale: float) -> ActionModel | None:
+    """Every design that can be fitted on `samples` (newest first), best first."""
+    return _model(_cores(samples, feature_names), prior_log_scale)
 
 
 def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
@@ -530,32 +592,55 @@ def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
 
 class ActionModels:
     """Fitted models per action, refitted when the action's history changes; bounded, safe
-    across threads."""
+    across threads. For the actions fitted last it also keeps their designs' cores
+    (`_Core`): when only the prior scale moved (a population read), the refit finishes
+    those instead of fitting every design again."""
 
-    def __init__(self, max_actions: int = config.ONLINE_MEMO_ACTIONS) -> None:
+    def __init__(self, max_actions: int = config.ONLINE_MEMO_ACTIONS,
+                 max_cores: int = config.ONLINE_CORE_ACTIONS) -> None:
         self.max_actions = max_actions
+        self.max_cores = max_cores
         self._fits: OrderedDict[str, tuple[tuple[object, ...], ActionModel | None]] = (
+            OrderedDict())
+        self._cores: OrderedDict[str, tuple[tuple[object, ...], tuple[_Core, ...]]] = (
             OrderedDict())
         self._lock = threading.Lock()
         self.fitted = 0
+        """Refits from the history (every design fitted)."""
+        self.refinished = 0
+        """Refits for a new prior scale on a history whose cores were kept."""
 
     def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float
             ) -> ActionModel | None:
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]
-        key = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id, oldest.at_s,
-               round(prior_log_scale, 3))
+        history = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id,
+                   oldest.at_s)
+        key = (*history, round(prior_log_scale, 3))
         with self._lock:
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
                 return found[1]
-        model = fit_action(samples, common_features(samples), prior_log_scale)
+            kept = self._cores.get(action_id)
+        cores = kept[1] if kept is not None and kept[0] == history else None
+        refinish = cores is not None
+        if cores is None:
+            cores = _cores(samples, common_features(samples))
+        model = _model(cores, prior_log_scale)
         with self._lock:
-            self.fitted += 1
+            if refinish:
+                self.refinished += 1
+            else:
+                self.fitted += 1
             self._fits[action_id] = (key, model)
             self._fits.move_to_end(action_id)
             while len(self._fits) > self.max_actions:
                 self._fits.popitem(last=False)
+            if self.max_cores > 0:
+                self._cores[action_id] = (history, cores)
+                self._cores.move_to_end(action_id)
+                while len(self._cores) > self.max_cores:
+                    self._cores.popitem(last=False)
         return model

@@ -82,6 +82,23 @@ def _for_target(request: Request, pools: list[tuple[int, Pool]], need: float | N
     return None, ""
 
 
+class _Remembered:
+    """A need whose survival at each size is computed once: the expected cost from each
+    starting size climbs the same sizes above it (the same value, fewer t tails)."""
+
+    __slots__ = ("_need", "_seen")
+
+    def __init__(self, need: Predictive) -> None:
+        self._need = need
+        self._seen: dict[float, float] = {}
+
+    def survival(self, mib: float) -> float:
+        found = self._seen.get(mib)
+        if found is None:
+            found = self._seen[mib] = self._need.survival(mib)
+        return found
+
+
 def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float,
                      gpu_memory_mib: float) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
@@ -93,7 +110,8 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
     what the user's wait after an OOM is counted in."""
     sizes = sorted({float(p.memory_mib) for p in profiles})
     wait = oom_wait_mib(gpu_memory_mib)
-    costs = {int(s): expected_cost(sizes, i, need, wait)
+    tail = _Remembered(need)
+    costs = {int(s): expected_cost(sizes, i, tail, wait)
              for i, s in enumerate(sizes) if s >= floor_mib}
     if not costs:
         return None, {}

@@ -121,6 +121,25 @@ def _holds_until(samples: list[Sample], now: datetime) -> datetime:
     return datetime.fromtimestamp(until, UTC)
 
 
+def _sm_weighed(samples: list[Sample], now: datetime) -> float | None:
+    """`mean_sm_utilisation` where it can decide anything, else None (as with no execution to
+    weigh): a decision reads the mean only against SM_HUNGRY_UTILISATION (`sm_hungry`, and
+    `_remember`'s closeness to it), and a weighted mean of values all below the threshold by
+    more than its rounding is below it, not close to it. One look per sample, not a decay
+    weight and a product each (12 us against 127 to 157 on a 500-sample history)."""
+    below = config.SM_HUNGRY_UTILISATION * (1.0 - _SM_MARGIN)
+    succeeded = Outcome.SUCCEEDED
+    for s in samples:
+        if s.outcome is succeeded and s.sm_utilization >= below:
+            return mean_sm_utilisation(samples, now)
+    return None
+
+
+_SM_MARGIN = 1e-6
+"""Far above the mean's relative rounding error (the history's length times 1e-16) and
+`_remember`'s closeness (1e-9)."""
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -317,7 +336,7 @@ class UseCases:
         evidence = Evidence(now=now, samples=samples, declared_mib=request.declared_memory_mib,
                             action_id=request.action_id, features=request.features)
         estimate = self.estimator.estimate(evidence)
-        sm = mean_sm_utilisation(samples, now)
+        sm = _sm_weighed(samples, now)
         curve = (self.throughput_curve(samples, request.action_id)
                  if request.target_throughput > 0 else None)
         decision = recommend(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender.core.catalog import GpuModel, MigProfile
 from recommender.core.domain import (
@@ -54,10 +52,11 @@ def recommendation_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> p
 
 _ANSWERS: dict[int, tuple[Decision, pb.Recommendation]] = {}
 _ANSWERS_MAX = 4096
-"""The message of a decision, by the decision's identity (kept with it, so the id is not
+"""The first message of a decision, by the decision's identity (kept with it, so the id is not
 reused): the use cases hand out the same Decision object for a request asked again unchanged
-(their decision memo), and copying a built message is a fraction of building it with its
-ladder. Starts over when full."""
+(their decision memo), and copying a built message (then setting its own id and `stored`) is
+a fraction of building it with its ladder. Never changed once answered. Starts over when
+full."""
 
 
 def answer_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> pb.Recommendation:
@@ -65,10 +64,13 @@ def answer_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> pb.Recomm
     d = rec.decision
     found = _ANSWERS.get(id(d))
     if found is None or found[0] is not d:
-        template = recommendation_to_pb(replace(rec, id=""), stored=False)
+        # A decision never answered (each one of the runner's pattern): built once, for this
+        # call, and kept as the template of the next answers of the same decision.
+        built = recommendation_to_pb(rec, stored=stored)
         if len(_ANSWERS) >= _ANSWERS_MAX:
             _ANSWERS.clear()
-        found = _ANSWERS[id(d)] = (d, template)
+        _ANSWERS[id(d)] = (d, built)
+        return built
     out = pb.Recommendation()
     out.CopyFrom(found[1])
     out.recommendation_id = rec.id

@@ -42,7 +42,9 @@ def population_samples(s: Session, limit: int) -> list[PopulationSample]:
     """The `limit` most recent executions across actions that say how much memory was needed,
     with the memory their recommendation's request declared."""
     x, r = ExecutionRow, RecommendationRow
-    rows = s.execute(
+    # On the session's connection, not the session: the same rows without the ORM's loading
+    # of each (177 -> 149 ms of CPU for 20,000 rows on SQLite).
+    rows = s.connection().execute(
         select(x.action_id, x.ended_at, x.peak_memory_mib, x.slice_memory_mib,
                x.outcome, r.declared_memory_mib)
         .outerjoin(r, r.id == x.recommendation_id)
@@ -50,14 +52,21 @@ def population_samples(s: Session, limit: int) -> list[PopulationSample]:
         .order_by(x.ended_at.desc())
         .limit(limit)
     ).all()
+    succeeded = Outcome.SUCCEEDED.value
     return [
         PopulationSample(
-            action_id=row[0], at_s=utc(row[1]).timestamp(),
-            need_mib=(row[2] if row[4] == Outcome.SUCCEEDED.value
-                      else oom_bumped(row[3], row[2])),
-            declared_mib=float(row[5] or 0))
-        for row in rows
+            action_id=action_id,
+            # utc(ended_at).timestamp() without a new datetime per row: SQLite's are naive UTC
+            # (the same seconds since the epoch, to the bit), PostgreSQL's aware.
+            at_s=((ended_at - _NAIVE_EPOCH).total_seconds() if ended_at.tzinfo is None
+                  else ended_at.timestamp()),
+            need_mib=(peak if outcome == succeeded else oom_bumped(slice_mib, peak)),
+            declared_mib=float(declared or 0))
+        for action_id, ended_at, peak, slice_mib, outcome, declared in rows
     ]
+
+
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
 def throughput_summary(s: Session, since: datetime) -> list[ThroughputRow]:
