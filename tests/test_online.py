@@ -179,6 +179,8 @@ def test_a_footprint_plus_a_power_of_the_inputs_is_found(
     assert model is not None
     best = model.fits[0].design
     assert best.monomial and best.exponents == exponents
+    assert best.said.endswith("batch_size^1 x " + ("input_mb^0.5" if exponents == (1.0, 0.5)
+                                                   else inputs[-1] + "^2"))
     for pick in (min, max):
         f = {k: float(pick(values[k])) for k in inputs}
         got = model.predict(f)

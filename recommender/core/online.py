@@ -9,7 +9,9 @@ execution order (memory that grows within a pod's life), on the log of the reque
 (memory that scales with batch and input sizes), the peak in MiB linear on the raw features
 (the robust choice where data is thin and growth is additive), or linear on them and their
 pairwise products with errors in proportion to the need (a fixed footprint plus activations
-of batch x input size, the shape of most models' memory, which neither of the two before is).
+of batch x input size, the shape of most models' memory, which neither of the two before is),
+or a fixed footprint plus one power of the inputs whose exponents are chosen from a few (batch
+x sqrt(size), batch x sequence^2: first powers are not every model's shape).
 The design whose calibrated bound would have been best on the action's own past executions
 wins, judged by leave-one-out pinball loss: every design is scored on executions it was not
 fitted on, so a richer design wins only when it really predicts better (the closed-form
@@ -81,6 +83,15 @@ class Design:
             return self.half_life
         return (config.ONLINE_HALF_LIFE_WITH_INPUTS if self.features
                 else config.ONLINE_HALF_LIFE_EXECUTIONS)
+
+    @property
+    def said(self) -> str:
+        """The name, with the powers chosen where there are some (for the reason)."""
+        if not self.exponents:
+            return self.name
+        terms = " x ".join(f"{f}^{e:g}" for f, e in zip(self.features, self.exponents,
+                                                         strict=True) if e)
+        return f"{self.name}, {terms}"
 
     @property
     def parameters(self) -> int:
@@ -261,7 +272,9 @@ def _exponent_grid(k: int) -> FloatArray:
 def _best_exponents(raw: FloatArray, y: FloatArray, w: FloatArray) -> tuple[float, ...] | None:
     """The exponents whose c0 + c1 x^e, fitted by weighted least squares, leaves the least
     weighted square of relative errors (all candidates at once: a few hundred microseconds).
-    `raw`: the inputs, a row per run (all finite)."""
+    `raw`: the inputs, a row per run (all finite). The choice is made on the runs the design is
+    then judged on, so its leave-one-out errors are a little optimistic (one slope, at most 63
+    candidates: a small bias, not measured apart)."""
     grid = _exponent_grid(raw.shape[1])
     z = np.exp(np.log(np.maximum(raw, 1e-300)) @ grid.T)  # runs x candidates
     total = float(w.sum())
