@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,7 @@ from sqlalchemy import Engine
 from recommender.core.catalog import Catalog, load_catalog
 from recommender.core.domain import Execution, ModelVersion, Outcome, Request
 from recommender.core.usecases import UseCases
-from recommender.evaluation.synthetic import generate
+from recommender.evaluation.synthetic import generate, generate_shapes
 from recommender.learning.fit import conformal_offset, fit_linear, fit_trees
 from recommender.learning.memory_model import KIND, MemoryModel
 from recommender.learning.retrain import retrain
@@ -196,6 +197,39 @@ def test_concurrent_runs_leave_one_serving_version(
     assert len(serving) == 1
     # Both may be promoted if one finished before the other began; the last promotion serves.
     assert serving[0] in {r.version for r in results if r.promoted}
+
+
+def test_trees_fit_an_input_missing_on_every_row() -> None:
+    """An action's own model is fitted over every action's features; another action's input is
+    missing on all its rows. scikit-learn's binning fails on such a column ("window shape
+    cannot be larger than input array shape", which crashed the retraining job on a workload
+    whose actions carry different inputs); it is fitted as a constant, and predicts as the
+    trees without it do."""
+    rng = np.random.default_rng(1)
+    x = rng.random((400, 2))
+    y = 3 * x[:, 0] + rng.normal(0, 0.1, 400)
+    with_empty = np.column_stack([x, np.full(400, np.nan)])
+    got = Trees(fit_trees(with_empty, y, 0.9)).predict(with_empty)
+    assert np.allclose(got, Trees(fit_trees(x, y, 0.9)).predict(x))
+
+
+def test_retrain_learns_actions_whose_inputs_differ(
+        store: SqlStore, migrated_engine: Engine, catalog: Catalog,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Image, attention and noisy actions, each with its own inputs: the job runs to a version
+    with per-action models, on the trees (the family whose fit failed on them)."""
+    from recommender.learning import fit
+
+    monkeypatch.setattr(fit, "FAMILIES", {"trees": fit_trees})
+    for i, e in enumerate(generate_shapes(12, 1500, start=T0, seed=1)):
+        store.record_execution(Execution(
+            f"shape-{i}", e.action_id, "", "A100-80GB", "7g.80gb", 80896, 1, e.peak_mib,
+            20.0, 600.0, 0.0, Outcome.SUCCEEDED, e.at, e.at - timedelta(minutes=10),
+            e.features), e.at)
+    result = retrain(SqlStore(migrated_engine), catalog, now=T0 + timedelta(days=10))
+    assert result.version, result.reason
+    models = re.search(r"family trees, (\d+) action models", result.reason)
+    assert models is not None and int(models.group(1)) > 0, result.reason
 
 
 def test_not_enough_data_makes_no_version(

@@ -42,6 +42,13 @@ def conformal_offset(residuals: NDArray[np.float64], q: float) -> float:
 
 
 def fit_trees(x: NDArray[np.float64], y: NDArray[np.float64], q: float, seed: int = 0) -> Params:
+    # A column that is missing on every row (an action's model over the features of all
+    # actions: another action's input) fails scikit-learn's binning ("window shape cannot be
+    # larger than input array shape"). As a constant it is never split on, and a missing value
+    # at prediction goes where every training row went: the same trees.
+    empty = np.all(np.isnan(x), axis=0) if x.shape[0] else np.zeros(x.shape[1], dtype=bool)
+    if empty.any():
+        x = np.where(empty[None, :], 0.0, x)
     model = HistGradientBoostingRegressor(
         loss="quantile", quantile=q, max_iter=config.LEARN_TREES, learning_rate=0.1,
         max_leaf_nodes=15, min_samples_leaf=max(5, min(40, x.shape[0] // 50)),
