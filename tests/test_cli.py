@@ -303,6 +303,26 @@ def test_evaluate_refuses_one_database_for_several_replays(tmp_path: Path,
     assert not db.exists()
 
 
+def test_evaluate_shapes_replays_each_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace shapes: image, attention and noisy actions, each carrying its own inputs, below
+    an 80 GB card; the same seed the same executions."""
+    from recommender.evaluation.synthetic import SHAPES
+    from recommender.evaluation.traces import shapes
+
+    trace = shapes(actions=6, executions=300, seed=2)
+    assert len(trace) == 300 and trace == shapes(actions=6, executions=300, seed=2)
+    kinds = {e.action_id.split("-")[0]: set(e.features) for e in trace}
+    assert kinds == {"image": {"batch_size", "input_mb", "side"},
+                     "attention": {"batch_size", "seq_len"},
+                     "noisy": {"batch_size", "input_mb"}} and set(kinds) == set(SHAPES)
+    assert all(0 < e.peak_mib <= 79_000 for e in trace)
+    code, out, err = in_process(capsys, "evaluate", "--trace", "shapes", "--quiet",
+                                "--runner", "in-process", "--retrain-at", "none",
+                                "--executions", "60", "--max-actions", "6")
+    assert code == 0, err
+    assert "other shapes" in out and "| IntelliScale (this service) |" in out
+
+
 def test_evaluate_seed_draws_another_workload_from_the_same_generator(
         capsys: pytest.CaptureFixture[str]) -> None:
     """--seed: the same seed replays the same executions (the oracle's row is the same), another

@@ -23,6 +23,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from recommender.evaluation.traces import (
         TraceExecution,
         gentd26_hourly,
+        shapes,
         step_change,
         synthetic,
     )
@@ -46,7 +47,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         runs.append((
             "generated workload (memory = base + per-item x batch x sqrt(input), per action; "
             "A100-80GB and H100-80GB pools)",
-            synthetic(actions=args.max_actions or 40, executions=args.executions,
+            synthetic(actions=args.max_actions or 40, executions=args.executions or 6000,
                       **seeded(args.seed)),
             ("A100-80GB", "H100-80GB"), True))
     if args.trace in ("step", "all"):
@@ -54,6 +55,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
             "code the request does not reveal; A100-80GB and H100-80GB pools)",
             step_change(**seeded(args.seed)), ("A100-80GB", "H100-80GB"), False))
+    if args.trace in ("shapes", "all"):
+        runs.append((
+            "input-dependent memory of other shapes (image: base + batch x side^2 beside an idle "
+            "input; attention: base + batch x seq + batch x seq^2; batch x sqrt(input) with 12 % "
+            "noise; A100-80GB and H100-80GB pools)",
+            shapes(actions=args.max_actions or 40, executions=args.executions or 5000,
+                   **seeded(args.seed)),
+            ("A100-80GB", "H100-80GB"), False))
     replays = len(runs) + sum(without for *_, without in runs)
     if database_url and replays > 1:
         print(f"--database-url holds one replay's history, and this run makes {replays} "

@@ -172,12 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: a new temporary SQLite file per replay; every replay of the "
                     "service adds to this one, so give one trace; RECOMMENDER_DATABASE_URL is "
                     "not read: a replay never writes into the service's own database)")
-    ev.add_argument("--trace", choices=["gentd26", "synthetic", "step", "all"], default="all")
+    ev.add_argument("--trace", choices=["gentd26", "synthetic", "step", "shapes", "all"],
+                    default="all")
     ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
                                                            "../shared/traces"))
     ev.add_argument("--max-actions", type=non_negative, default=0,
-                    help="GenTD26: first N pods only; synthetic: number of actions (40)")
-    ev.add_argument("--executions", type=positive, default=6000, help="synthetic executions")
+                    help="GenTD26: first N pods only; synthetic, shapes: number of actions (40)")
+    ev.add_argument("--executions", type=positive, default=0,
+                    help="executions of the generated workloads (default: synthetic 6,000, "
+                    "shapes 5,000)")
     ev.add_argument("--seed", type=non_negative, default=None,
                     help="seed of the generated workloads (synthetic and step; default: 7 and "
                     "11, the README's tables): other seeds draw other actions, levels and steps "

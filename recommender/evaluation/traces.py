@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recommender.evaluation.synthetic import generate, generate_step
+from recommender.evaluation.synthetic import generate, generate_shapes, generate_step
 
 GENTD26 = "alibaba-gentd26/pod_gpu_memory_used_bytes_anon.tar.gz"
 
@@ -81,6 +81,17 @@ def step_change(actions: int = 30, executions: int = 4000, seed: int = 11
         TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
         for e in generate_step(actions, executions, start=start, seed=seed,
                                spacing=timedelta(minutes=2))
+    ]
+
+
+def shapes(actions: int = 40, executions: int = 5000, seed: int = 5) -> list[TraceExecution]:
+    """Input-dependent memory of other shapes (synthetic.generate_shapes): image, attention and
+    noisy actions."""
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    return [
+        TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
+        for e in generate_shapes(actions, executions, start=start, seed=seed,
+                                 spacing=timedelta(minutes=2))
     ]
 
 
