@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -15,7 +16,7 @@ from sqlalchemy import Engine
 from recommender.core.catalog import Catalog, load_catalog
 from recommender.core.domain import Execution, ModelVersion, Outcome, Request
 from recommender.core.usecases import UseCases
-from recommender.evaluation.synthetic import generate, generate_shapes
+from recommender.evaluation.synthetic import SyntheticExecution, generate, generate_shapes
 from recommender.learning.fit import conformal_offset, fit_linear, fit_trees
 from recommender.learning.memory_model import KIND, MemoryModel
 from recommender.learning.retrain import retrain
@@ -135,12 +136,17 @@ def test_the_pooled_model_gets_an_offset_for_an_action_it_under_predicts() -> No
     assert MemoryModel("v", params).predict("a7", {"batch_size": 64.0}, level) == without
 
 
-def record_synthetic(store: SqlStore, n: int, actions: int = 6, seed: int = 0) -> None:
-    for i, e in enumerate(generate(actions, n, start=T0, seed=seed)):
+def record_generated(store: SqlStore, executions: Iterable[SyntheticExecution], prefix: str
+                     ) -> None:
+    for i, e in enumerate(executions):
         store.record_execution(Execution(
-            f"syn-{seed}-{i}", e.action_id, "", "A100-80GB", "7g.80gb", 80896, 1, e.peak_mib,
+            f"{prefix}-{i}", e.action_id, "", "A100-80GB", "7g.80gb", 80896, 1, e.peak_mib,
             20.0, 600.0, 0.0, Outcome.SUCCEEDED, e.at, e.at - timedelta(minutes=10),
             e.features), e.at)
+
+
+def record_synthetic(store: SqlStore, n: int, actions: int = 6, seed: int = 0) -> None:
+    record_generated(store, generate(actions, n, start=T0, seed=seed), f"syn-{seed}")
 
 
 @pytest.fixture
@@ -221,11 +227,7 @@ def test_retrain_learns_actions_whose_inputs_differ(
     from recommender.learning import fit
 
     monkeypatch.setattr(fit, "FAMILIES", {"trees": fit_trees})
-    for i, e in enumerate(generate_shapes(12, 1500, start=T0, seed=1)):
-        store.record_execution(Execution(
-            f"shape-{i}", e.action_id, "", "A100-80GB", "7g.80gb", 80896, 1, e.peak_mib,
-            20.0, 600.0, 0.0, Outcome.SUCCEEDED, e.at, e.at - timedelta(minutes=10),
-            e.features), e.at)
+    record_generated(store, generate_shapes(12, 1500, start=T0, seed=1), "shape")
     result = retrain(SqlStore(migrated_engine), catalog, now=T0 + timedelta(days=10))
     assert result.version, result.reason
     models = re.search(r"family trees, (\d+) action models", result.reason)

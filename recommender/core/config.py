@@ -434,10 +434,10 @@ CACHE_MAX_ACTIONS; beyond it the oldest go first."""
 
 ONLINE_CORE_ACTIONS = 256
 """Actions whose online designs a replica keeps fitted before the prior scale enters
-(`core.online.ActionModels`: five arrays of the history's length per design, up to about
-100 KB an action, 15 to 30 MB in all at the very worst): a population read moves every
-action's prior scale, and their next refit then redoes only the part that depends on it. The
-actions fitted last; beyond it the oldest go first."""
+(`core.online.ActionModels`: at most six arrays of the history's length per design, seven
+designs, about 170 KB an action at 500 executions, 45 MB in all at the very worst): a
+population read moves every action's prior scale, and their next refit then redoes only the
+part that depends on it. The actions fitted last; beyond it the oldest go first."""
 
 # --- operations -------------------------------------------------------------------------
 

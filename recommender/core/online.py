@@ -344,7 +344,7 @@ def _fit(design: Design, data: _Data, prior_log_scale: float, judge_half_life: f
     return _finish(core, prior_log_scale) if core is not None else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Core:
     """One design fitted on one history up to where the population's spread enters: what
     `_finish` needs to make the Fit for any prior scale. A new population read moves every
@@ -356,8 +356,6 @@ class _Core:
     coef: FloatArray
     r_inv: FloatArray
     y_mib: FloatArray
-    w_ok: FloatArray
-    total: float
     level: float
     dof: float
     shown: float
@@ -369,21 +367,12 @@ class _Core:
     """sqrt(1 + leverage): the bound's margin per unit of scale."""
     shrink: FloatArray
     """loo x leverage."""
-    log_loo: FloatArray
     judge: FloatArray
     """The weights the loss is judged on (`_fit`'s judge_half_life)."""
     judged: float
     older_judged: FloatArray
     """The judge's total less its newest m, for m up to the lookback (`Fit.older_losses`)."""
-    residuals: Residuals | None = None
-    residuals_made: bool = False
-
-    def level_residuals(self) -> Residuals | None:
-        """`Residuals.of`, once per core."""
-        if not self.residuals_made:
-            self.residuals = Residuals.of(self.log_loo, self.w_ok)
-            self.residuals_made = True
-        return self.residuals
+    residuals: Residuals | None
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
@@ -473,10 +462,11 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
         np.log(y_mib) - np.log(np.maximum(y_mib - loo * size, 1.0)))
     judged = float(judge.sum())
     lookback = _lookback(judge.shape[0])
-    return _Core(design, coef, r_inv, y_mib, w_ok, total, level, dof, shown,
+    return _Core(design, coef, r_inv, y_mib, level, dof, shown,
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
-                 np.sqrt(1.0 + leverage), loo * leverage, log_loo, judge, judged,
-                 np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300))
+                 np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
+                 np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
+                 Residuals.of(log_loo, w_ok))
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
@@ -498,7 +488,7 @@ def _finish(core: _Core, prior_log_scale: float) -> Fit:
     lookback = core.older_judged.shape[0]
     older = (loss * judged - np.cumsum(weighed[:lookback])) / core.older_judged
     return Fit(design, core.coef, core.r_inv, scale, df, loss, older, int(y_mib.shape[0]),
-               core.level, core.level_residuals())
+               core.level, core.residuals)
 
 
 def _lookback(n: int) -> int:

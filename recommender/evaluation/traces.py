@@ -5,12 +5,17 @@ from __future__ import annotations
 import csv
 import io
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recommender.evaluation.synthetic import generate, generate_shapes, generate_step
+from recommender.evaluation.synthetic import (
+    SyntheticExecution,
+    generate,
+    generate_shapes,
+    generate_step,
+)
 
 GENTD26 = "alibaba-gentd26/pod_gpu_memory_used_bytes_anon.tar.gz"
 
@@ -62,37 +67,37 @@ def gentd26_hourly(traces_dir: Path, *, max_pods: int = 0) -> list[TraceExecutio
     return out
 
 
-def synthetic(actions: int = 40, executions: int = 6000, seed: int = 7) -> list[TraceExecution]:
-    """The generated workload (learning/synthetic.py): memory depends on batch and input size."""
-    start = datetime(2026, 9, 1, tzinfo=UTC)
+Generator = Callable[..., Iterable[SyntheticExecution]]
+
+
+def _generated(generator: Generator, start: datetime, actions: int, executions: int,
+               seed: int) -> list[TraceExecution]:
+    """A generated workload as a trace: executions two minutes apart, each lasting 10 minutes."""
     return [
         TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
-        for e in generate(actions, executions, start=start, seed=seed,
-                          spacing=timedelta(minutes=2))
+        for e in generator(actions, executions, start=start, seed=seed,
+                           spacing=timedelta(minutes=2))
     ]
+
+
+def synthetic(actions: int = 40, executions: int = 6000, seed: int = 7) -> list[TraceExecution]:
+    """The generated workload (learning/synthetic.py): memory depends on batch and input size."""
+    return _generated(generate, datetime(2026, 9, 1, tzinfo=UTC), actions, executions, seed)
 
 
 def step_change(actions: int = 30, executions: int = 4000, seed: int = 11
                 ) -> list[TraceExecution]:
     """The step-change workload (synthetic.generate_step): a new version of each action's code
     needs more memory from some point on, and the request does not say so."""
-    start = datetime(2026, 10, 1, tzinfo=UTC)
-    return [
-        TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
-        for e in generate_step(actions, executions, start=start, seed=seed,
-                               spacing=timedelta(minutes=2))
-    ]
+    return _generated(generate_step, datetime(2026, 10, 1, tzinfo=UTC), actions, executions,
+                      seed)
 
 
 def shapes(actions: int = 40, executions: int = 5000, seed: int = 5) -> list[TraceExecution]:
     """Input-dependent memory of other shapes (synthetic.generate_shapes): image, attention and
     noisy actions."""
-    start = datetime(2026, 11, 1, tzinfo=UTC)
-    return [
-        TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
-        for e in generate_shapes(actions, executions, start=start, seed=seed,
-                                 spacing=timedelta(minutes=2))
-    ]
+    return _generated(generate_shapes, datetime(2026, 11, 1, tzinfo=UTC), actions, executions,
+                      seed)
 
 
 def chronological(executions: list[TraceExecution]) -> Iterator[TraceExecution]:
