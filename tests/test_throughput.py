@@ -560,3 +560,29 @@ def test_accounting_share(catalog: Catalog) -> None:
     free = mk(catalog)
     d = recommend(Request("act", "e", (free,), workers=3), est(8000))
     assert d.rung.node_share == 0 and math.isclose(d.rung.gpu_equivalents, 3 / 7)
+
+
+def test_a_near_size_is_read_no_lower_than_the_chord_to_a_farther_one() -> None:
+    """Measured on 1g only; the actions that ran 1g and 2g are flat curves (their 10th
+    percentile step is taken, below the default exponent), none ran 4g (the default exponent's
+    gain is taken there). Read one size at a time, 2g would gain less over 1g than 4g over 2g,
+    a shape no serial + compute + bandwidth time allows, and the cheap 2g would lose to 4g: it
+    is read at the chord from 1g to the 4g reading instead, a margin low."""
+    flat = population(**{f"o{i}": {1: 100, 2: 100 * r} for i, r in
+                         enumerate([1.0, 1.0, 1.02, 1.05, 1.1, 1.2])})
+    curve = fit_curve(table({1: 100}), flat, "a", MEM)
+    assert curve is not None
+    four = 100 * 4 ** config.THROUGHPUT_EXPONENT_UP  # both readings of 4g agree: 4 and 4
+    assert curve.predict(A100, 4) == pytest.approx(four)
+    chord = math.exp(0.5 * math.log(four / 100) - config.THROUGHPUT_CONCAVE_MARGIN) * 100
+    assert curve.predict(A100, 2) == pytest.approx(chord)
+    assert "concave up to the reading at 4 slices" in curve.describe(A100, 2)
+    # Without the catalog's memory slices there is no chord to read: the population's step.
+    bare = fit_curve(table({1: 100}), flat)
+    assert bare is not None and bare.predict(A100, 2) < chord * 0.95
+    # A population step above the chord is not lowered by it.
+    steep = population(**{f"o{i}": {1: 100, 2: 100 * r} for i, r in
+                          enumerate([1.5, 1.55, 1.6, 1.6, 1.65, 1.7])})
+    fast = fit_curve(table({1: 100}), steep, "a", MEM)
+    assert fast is not None and fast.predict(A100, 2) > chord
+    assert "concave" not in fast.describe(A100, 2)

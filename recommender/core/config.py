@@ -295,6 +295,17 @@ measurement's noise halves the points it over-predicts at all (11.7 % -> 6.8 % o
 interior points with one process, 8.9 -> 5.3 % with two) and leaves it as cautious on average
 as the log readings it replaces, not more."""
 
+THROUGHPUT_CONCAVE_MARGIN = 2 * THROUGHPUT_NOISE
+"""How far below the chord from a measured size to a larger size's reading a size between them
+may be read (throughput.ThroughputCurve._concave_floor), in log units. Over ParvaGPU's A100
+table with 1 to 5 processes per instance, 1.8 % of 2,954 (size, size between, size) triples
+sit more than one measurement's noise under the chord (half of them 2g.20gb, with several
+processes per instance), 0.8 % more than two; and the chord's far end is a reading, not a
+measurement. With one noise of margin, round 1's changed choices led round 2 to borrow a
+4g.40gb 6 % too fast twice in 28 held-out replays (2 processes per instance); with two, no
+target more is missed and the bench's round 1 keeps most of the gain (0.76 -> 0.65 extra
+slices against 0.64)."""
+
 THROUGHPUT_MIN_NEIGHBOURS = 2
 """Fewest matching actions before their shape is borrowed: one neighbour may be a coincidence;
 below this the curve interpolates its own measurements or extrapolates cautiously."""
