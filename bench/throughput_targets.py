@@ -31,7 +31,8 @@ borrow from is then theirs alone: a held-out split), `--workload 2..5` replays t
 curves with that many processes per instance (other shapes, other feasibility), and `--misses`
 prints every case not answered with the cheapest (profile, count), with the curve's prediction
 and the table's measurement at the chosen and at the cheapest configuration and where each
-prediction came from.
+prediction came from. `--held-out` runs all of them (both first weeks, the table, each half of
+its DNNs, workloads 2 to 5) and totals them.
 """
 
 from __future__ import annotations
@@ -262,6 +263,41 @@ def table(rows: Iterator[tuple[str, Score]]) -> str:
     return "\n".join(lines)
 
 
+HALVES = ("bert,densenet121,densenet201,inceptionv3,resnet101,vgg16",
+          "densenet169,mobilenetv2,resnet152,resnet50,vgg19")
+"""The held-out halves of the table's DNNs `--held-out` replays (each half's population is
+then its own)."""
+
+
+def held_out(trace: Path) -> None:
+    """The full table, each half of its DNNs and the table's curves with 2 to 5 processes per
+    instance, each with both first-week protocols: 14 replays, 28 rounds, and their totals."""
+    runs = [(fw, w, d) for fw in ("service", "extremes")
+            for w, d in [(1, ""), (1, HALVES[0]), (1, HALVES[1]), (2, ""), (3, ""), (4, ""),
+                         (5, "")]]
+    totals: dict[int, Score] = {}
+    print("| first week | workload | DNNs | round | cases | picks the cheapest "
+          "| mean extra slices | OOMs | target missed |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for fw, w, d in runs:
+        actions = load(trace, w, frozenset(x for x in d.split(",") if x))
+        if not actions:
+            continue  # a trace without that workload or those DNNs
+        with tempfile.TemporaryDirectory() as tmp:
+            rounds, _, _ = replay(actions, f"sqlite:///{tmp}/targets.db", fw)
+        for i, r in enumerate(rounds, 1):
+            t = totals.setdefault(i, Score())
+            for field in ("cases", "cheapest", "extra_slices", "compared", "ooms", "missed",
+                          "slices"):
+                setattr(t, field, getattr(t, field) + getattr(r, field))
+            print(f"| {fw} | {w} | {'half ' + str(HALVES.index(d) + 1) if d else 'all'} | {i} "
+                  f"| {r.cases} | {r.cheapest / max(r.compared, 1):.1%} "
+                  f"| {r.extra_slices / max(r.compared, 1):.2f} | {r.ooms} | {r.missed} |")
+    for i, t in sorted(totals.items()):
+        print(f"| total | | | {i} | {t.cases} | {t.cheapest / max(t.compared, 1):.1%} "
+              f"| {t.extra_slices / max(t.compared, 1):.2f} | {t.ooms} | {t.missed} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--trace", type=Path, default=TRACE)
@@ -276,9 +312,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="comma-separated DNNs to keep (file stems), e.g. a held-out split")
     parser.add_argument("--misses", action="store_true",
                         help="print each case not answered with the cheapest (profile, count)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="replay the table, each half of its DNNs and workloads 2-5, with "
+                        "both first-week protocols (14 replays, about 40 s), and total them")
     args = parser.parse_args(argv)
     if not args.trace.exists():
         raise SystemExit(f"trace not found: {args.trace}")
+    if args.held_out:
+        held_out(args.trace)
+        return
     actions = load(args.trace, args.workload,
                    frozenset(d for d in args.dnns.split(",") if d))
     if not actions:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.throughput_targets import cheapest, load, replay
+from bench.throughput_targets import cheapest, held_out, load, replay
 
 HEADER = "Mig instance,Batch size,Workload Number,Throughput,Latency\n"
 
@@ -58,3 +58,21 @@ def test_replay_explains_every_case_that_is_not_the_cheapest(tmp_path: Path) -> 
     assert len(misses) <= explained
     for line in misses:
         assert line.startswith("round ") and "predicted" in line and "cheapest" in line
+
+
+@pytest.mark.slow
+def test_held_out_totals_the_replays_the_trace_has(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The synthetic trace has workloads 1 and 2 and neither half's DNNs: four replays (two
+    first weeks x two workloads), two rounds each, and totals that add them up."""
+    held_out(_trace(tmp_path))
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")]
+    rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in lines[1:]]
+    each = [r for r in rows if r[0] != "total"]
+    assert sorted((r[0], r[1], r[3]) for r in each) == sorted(
+        (fw, w, rnd) for fw in ("service", "extremes") for w in ("1", "2") for rnd in ("1", "2"))
+    assert all(int(r[4]) == 8 for r in each)  # two actions x four targets
+    totals = {r[3]: r for r in rows if r[0] == "total"}
+    for rnd in ("1", "2"):
+        assert int(totals[rnd][4]) == sum(int(r[4]) for r in each if r[3] == rnd) == 32
+        assert int(totals[rnd][8]) == sum(int(r[8]) for r in each if r[3] == rnd)
