@@ -54,8 +54,10 @@ def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> 
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [(r["action_id"], r["profile"], r["count"]) for r in rows] == [("cli", "1g.10gb", 2)]
+    assert rows[0]["oom_chance"] == 0  # a declared figure: no chance weighed
     table = run("history", cwd=tmp_path)
     assert "1g.10gb" in table.stdout and "ACTION_ID" in table.stdout
+    assert "OOM RISK" in table.stdout
 
 
 def test_text_logs_for_people_at_a_terminal(tmp_path: Path) -> None:
@@ -76,7 +78,7 @@ def test_text_logs_for_people_at_a_terminal(tmp_path: Path) -> None:
 def test_environment_configures_port_and_database(tmp_path: Path) -> None:
     db = tmp_path / "elsewhere.db"
     out = run("migrate", cwd=tmp_path, env={"RECOMMENDER_DATABASE_URL": f"sqlite:///{db}"})
-    assert out.returncode == 0 and "0007" in out.stdout
+    assert out.returncode == 0 and "0008" in out.stdout
     assert db.exists()
     out = run("migrate", "--downgrade", "base", "--database-url", f"sqlite:///{db}",
               cwd=tmp_path)

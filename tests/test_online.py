@@ -88,6 +88,44 @@ def test_policy_chooses_the_slice_of_least_expected_cost(catalog: Catalog) -> No
     assert best == min(costs, key=lambda s: costs[s])
 
 
+def test_a_decision_states_the_chance_of_an_oom_it_weighed(store: SqlStore,
+                                                          catalog: Catalog) -> None:
+    """The first rung carries the tail of the need it was chosen on; a rung after an OOM the
+    chance given that the need is above the slice it died in; a declared figure with no
+    history none. Stored with the recommendation, as history shows it."""
+    pool = mk(catalog, "a100", "A100-80GB")
+    est = default_estimator().estimate(Evidence(NOW, [run(9000 + 50 * i, i) for i in range(20)]))
+    assert est is not None and est.predictive is not None
+    d = recommend(Request("act", "e", (pool,)), est)
+    assert d.oom_chance == pytest.approx(est.predictive.survival(d.rung.profile.memory_mib))
+    assert 0 < d.oom_chance < 0.1
+    assert recommend(Request("act", "e", (pool,)), None).oom_chance == 0.0
+
+    clock = [NOW]
+    use_cases = UseCases(store, catalog=catalog, clock=lambda: clock[0])
+    for i in range(20):
+        clock[0] = NOW + timedelta(hours=i)
+        rec = use_cases.recommend(Request("act", f"r{i}", (pool,))).recommendation
+        rung = rec.decision.rung
+        use_cases.record_execution(Execution(
+            f"r{i}", "act", rec.id, rung.gpu_model, rung.profile.name, rung.profile.memory_mib,
+            1, 9000.0 + 50 * (i % 5), 10.0, 600.0, 0.0, Outcome.SUCCEEDED,
+            clock[0] + timedelta(minutes=10)))
+    clock[0] = NOW + timedelta(days=1)
+    first = use_cases.recommend(Request("act", "next", (pool,))).recommendation
+    assert first.decision.source == "history" and 0 < first.decision.oom_chance < 0.1
+    stored = store.get_recommendation(first.id)
+    assert stored is not None and stored.decision.oom_chance == first.decision.oom_chance
+    need = use_cases._own_need("act", clock[0])  # before the OOM joins the history
+    assert need is not None
+    retry = use_cases.next_after_oom(first.id, 0.0).recommendation
+    died_in = first.decision.rung.profile.memory_mib
+    assert retry.decision.oom_chance == pytest.approx(
+        need.survival(retry.decision.rung.profile.memory_mib) / need.survival(died_in))
+    fresh = use_cases.recommend(Request("new", "n1", (pool,), declared_memory_mib=7500))
+    assert fresh.recommendation.decision.oom_chance == 0.0  # a declared figure: no tail
+
+
 def test_an_oom_costs_the_users_wait_whatever_the_slice(catalog: Catalog) -> None:
     """A 5 % chance to outgrow a 10 GB slice. Counted in proportion to the slice (12 times it,
     before), that OOM was cheap enough to risk: 10 + 5 % x (120 + 20) GB against 20. The user

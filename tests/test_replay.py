@@ -35,6 +35,31 @@ def test_metrics_follow_the_definitions() -> None:
     assert m.slack == [pytest.approx(0.2)]
 
 
+def test_the_calibration_table_holds_stated_chances_against_ooms() -> None:
+    m = replay.Metrics("x")
+    m.executions, m.first_oom = 6, 2
+    m.stated = [(0.0005, False), (0.0008, True), (0.02, False), (0.02, False), (0.05, False)]
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]]
+            for r in replay.calibration_table(m).splitlines()[2:]}
+    assert rows["0.0% to 0.1%"] == ["2", "0.0", "1"]
+    assert rows["1.0% to 3.0%"] == ["2", "0.0", "0"]
+    assert rows["3.0% to 10.0%"] == ["1", "0.1", "0"]
+    assert "0.1% to 0.3%" not in rows  # no execution stated a chance there
+    assert rows["all stated"] == ["5", "0.1", "1"]
+    none = next(v for k, v in rows.items() if k.startswith("none stated"))
+    assert none == ["1", "", "1"]  # the sixth execution, and the OOM not among the stated
+
+
+def test_the_replay_keeps_each_stated_chance(catalog: Catalog) -> None:
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    t = trace([9000.0 + 40 * (i % 7) for i in range(30)] + [30000.0])
+    m = replay.replay_service("ours", t, pools, catalog)
+    assert len(m.stated) >= 25  # every decision from the population or history states one
+    assert all(0 < p <= 1 for p, _ in m.stated)
+    assert m.stated[-1][1] is True  # the last execution, three times the others, ran out
+    assert sum(o for _, o in m.stated) <= m.first_oom
+
+
 def test_slices_ladder() -> None:
     s = replay.Slices((5000, 10000, 20000))
     assert s.fit(7000) == 10000 and s.fit(30000) == 20000

@@ -69,6 +69,13 @@ def test_worked_example_end_to_end(live: Live) -> None:
     assert h.quantile == pytest.approx(config.ESTIMATE_QUANTILE)
     assert "over 30 executions" in h.reason
     assert f"p{config.ESTIMATE_QUANTILE * 100:g}" in h.reason and "expected cost" in h.reason
+    # The chance of an OOM it weighed, as the reason says it and as history keeps it; a
+    # declared figure weighed none.
+    assert r.oom_chance == 0 and 0 < h.oom_chance < 0.5
+    assert f"OOM, {h.oom_chance:.1%} likely" in h.reason
+    page = live.admin.ListRecommendations(pb.ListRecommendationsRequest(action_id="act"))
+    kept = {e.recommendation.recommendation_id: e.recommendation for e in page.recommendations}
+    assert kept[h.recommendation_id].oom_chance == h.oom_chance
 
 
 def test_rungs_are_stored_with_their_attempt_and_a_retry_gets_the_same_rung(live: Live) -> None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 HISTORY_FIELDS = ["created_at", "action_id", "execution_id", "recommendation_id",
                   "parent_recommendation_id", "attempt", "pool_id", "gpu_model", "profile",
                   "count", "slice_mib", "predicted_peak_mib", "source", "model_version",
-                  "outcome", "peak_mib", "relative_slack"]
+                  "outcome", "peak_mib", "relative_slack", "oom_chance"]
 OUTCOME_WORDS = {"SUCCEEDED": "fitted", "OOM": "OOM", "FAILED": "failed",
                  "CANCELLED": "cancelled"}
 
@@ -50,6 +50,7 @@ def _history_rows(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
             "outcome": e.outcome.value if e.outcome else None,
             "peak_mib": round(e.peak_memory_mib) if e.peak_memory_mib is not None else None,
             "relative_slack": round(slack, 4) if slack is not None else None,
+            "oom_chance": round(d.oom_chance, 6),
         })
     return rows
 
@@ -63,7 +64,7 @@ def _history_table(rows: Sequence[dict[str, Any]], colour: bool) -> str:
     cols: list[tuple[str, str]] = [  # (header, "<" left or ">" right)
         ("TIME (UTC)", "<"), ("ACTION_ID", "<"), ("TRY", ">"), ("POOL", "<"),
         ("GPU MODEL", "<"), ("SLICE", "<"), ("SLICE MiB", ">"), ("PEAK MiB", ">"),
-        ("SLACK", ">"), ("OUTCOME", "<"), ("SOURCE", "<"),
+        ("SLACK", ">"), ("OOM RISK", ">"), ("OUTCOME", "<"), ("SOURCE", "<"),
     ]
     table = []
     for r in rows:
@@ -78,6 +79,7 @@ def _history_table(rows: Sequence[dict[str, Any]], colour: bool) -> str:
             f"{r['slice_mib']:,}",
             f"{r['peak_mib']:,}" if r["peak_mib"] is not None else "-",
             f"{r['relative_slack'] * 100:.0f}%" if r["relative_slack"] is not None else "-",
+            f"{r['oom_chance']:.1%}" if r["oom_chance"] else "-",
             "OOM !" if outcome == "OOM" else outcome,
             r["source"],
         ])
@@ -90,7 +92,7 @@ def _history_table(rows: Sequence[dict[str, Any]], colour: bool) -> str:
     out = [line([h for h, _ in cols])]
     for t in table:
         text = line(t)
-        if colour and t[9].startswith("OOM"):
+        if colour and t[10].startswith("OOM"):
             text = f"\033[31m{text}\033[0m"
         out.append(text)
     return "\n".join(out)

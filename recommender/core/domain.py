@@ -190,6 +190,12 @@ class Decision:
     attempt: int = 1
     predicted_throughput: float = 0.0
     """Items/s for the whole execution, when a throughput curve is known."""
+    oom_chance: float = 0.0
+    """The chance the decision put on the first rung running out of memory, when it weighed
+    a predictive distribution of the need (0 when it did not: a user's figure, a learned
+    model's quantile, no information). After an OOM, the chance given that the need is above
+    what was known. Kept so that an operator, and `recommender evaluate`, can hold the stated
+    risk against what happened: expected cost is only as good as these chances."""
 
 
 @dataclass(frozen=True)

@@ -220,6 +220,8 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         + f"{chosen.profile.name} ({chosen.profile.memory_mib:,} MiB) x {count} on "
         f"{chosen.pool.pool_id} ({chosen.pool.gpu_model.id}): " + ", ".join(notes)
     )
+    chance = (predictive.survival(chosen.profile.memory_mib)
+              if predictive is not None and fitting else 0.0)
     return Decision(
         rung=rung,
         predicted_peak_mib=estimate.mib if estimate else float(chosen.profile.memory_mib),
@@ -228,4 +230,5 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         reason=reason,
         ladder=build_ladder([p for _, p in pools], rung, memo),
         predicted_throughput=throughput,
+        oom_chance=chance,
     )

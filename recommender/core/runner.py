@@ -26,6 +26,8 @@ class Attempt:
     """Memory of one slice of `profile` (per worker)."""
     source: str
     model_version: str = ""
+    oom_chance: float = 0.0
+    """The chance of an OOM the service stated for this slice (0: it weighed none)."""
 
 
 class Runner(Protocol):

@@ -140,6 +140,15 @@ _SM_MARGIN = 1e-6
 `_remember`'s closeness (1e-9)."""
 
 
+def _chance_above(need: Predictive | None, known_mib: float, slice_mib: float) -> float:
+    """P(need > slice | need > known) under the action's predictive need; 0 without one, or
+    where the known need is beyond its tail (nothing left to condition on)."""
+    if need is None:
+        return 0.0
+    beyond = need.survival(known_mib)
+    return min(need.survival(slice_mib) / beyond, 1.0) if beyond > 0 else 0.0
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -406,8 +415,9 @@ class UseCases:
         d = parent.decision
         need = max(float(d.rung.profile.memory_mib), observed_peak_mib)
         now = self.clock()
+        own = self._own_need(parent.action_id, now)
         try:
-            rung, above = next_rung(d.ladder, need, self._own_need(parent.action_id, now))
+            rung, above = next_rung(d.ladder, need, own)
         except LadderExhausted:
             try:
                 self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)
@@ -438,6 +448,7 @@ class UseCases:
                 ladder=above,
                 model_version=d.model_version,
                 attempt=d.attempt + 1,
+                oom_chance=_chance_above(own, need, rung.profile.memory_mib),
             ),
         )
         try:

@@ -18,6 +18,7 @@ execution), relative slack on successful first attempts, reserved GB-h against t
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import tempfile
@@ -64,6 +65,9 @@ class Metrics:
     """Executions by where their first recommendation came from."""
     retrains: list[str] = field(default_factory=list)
     """What each run of the retraining job did (the service's replays only)."""
+    stated: list[tuple[float, bool]] = field(default_factory=list)
+    """Per execution whose first recommendation stated a chance of an OOM: that chance, and
+    whether it ran out of memory (the service's replays only)."""
 
     @property
     def oom_rate(self) -> float:
@@ -224,7 +228,7 @@ class InProcessRunner:
 def attempt_of(rec: StoredRecommendation) -> Attempt:
     rung = rec.decision.rung
     return Attempt(rec.id, rung.gpu_model, rung.profile.name, rung.profile.memory_mib,
-                   rec.decision.source, rec.decision.model_version)
+                   rec.decision.source, rec.decision.model_version, rec.decision.oom_chance)
 
 
 @contextmanager
@@ -304,6 +308,8 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
             m.excess_gbh[source] = m.excess_gbh.get(source, 0.0) + (
                 sum(attempts) - slices.fit(e.peak_mib)) / 1024 * e.duration_h
             m.first_from[source] = m.first_from.get(source, 0) + 1
+            if first.oom_chance > 0:
+                m.stated.append((first.oom_chance, attempts[0] < e.peak_mib))
             service.record_execution(Execution(
                 execution_id=f"x{i}", action_id=e.action_id,
                 recommendation_id=attempt.recommendation_id, gpu_model=attempt.gpu_model,
@@ -352,6 +358,32 @@ def excess_table(m: Metrics, oracle_gbh: float) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BASELINES", "RETRAIN_AT", "InProcessRunner", "Metrics", "RunnerFactory", "Slices",
-           "excess_table", "in_process", "mixed_pools", "oracle", "replay_rule", "replay_service",
-           "retrain_points", "table"]
+CHANCE_BINS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 1.0)
+"""Edges of the stated chances `calibration_table` groups: a decade and a half each, where
+expected cost puts its first rungs."""
+
+
+def calibration_table(m: Metrics) -> str:
+    """The service's stated chances of an OOM against what happened, by stated chance: OOMs
+    expected from those chances (their sum) beside the OOMs seen. A decision by expected
+    cost is only as good as its chances: more OOMs than stated in a row says its tails there
+    are too light, fewer that it reserves memory for risks that are not there."""
+    lines = ["| stated chance of an OOM | executions | OOMs expected | OOMs seen |",
+             "|---|---|---|---|"]
+    for lo, hi in itertools.pairwise(CHANCE_BINS):
+        rows = [(p, oom) for p, oom in m.stated if lo < p <= hi]
+        if rows:
+            lines.append(f"| {lo:.1%} to {hi:.1%} | {len(rows):,} | "
+                         f"{sum(p for p, _ in rows):,.1f} | {sum(o for _, o in rows):,} |")
+    unstated = m.executions - len(m.stated)
+    lines.append(f"| all stated | {len(m.stated):,} | {sum(p for p, _ in m.stated):,.1f} | "
+                 f"{sum(o for _, o in m.stated):,} |")
+    if unstated:
+        lines.append(f"| none stated (a user's figure, a model's quantile, no information) | "
+                     f"{unstated:,} | | {m.first_oom - sum(o for _, o in m.stated):,} |")
+    return "\n".join(lines)
+
+
+__all__ = ["BASELINES", "CHANCE_BINS", "RETRAIN_AT", "InProcessRunner", "Metrics",
+           "RunnerFactory", "Slices", "calibration_table", "excess_table", "in_process",
+           "mixed_pools", "oracle", "replay_rule", "replay_service", "retrain_points", "table"]

@@ -47,6 +47,7 @@ def recommendation_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> p
         gpu_equivalents=d.rung.gpu_equivalents,
         node_share=d.rung.node_share,
         predicted_throughput=d.predicted_throughput,
+        oom_chance=d.oom_chance,
     )
 
 

@@ -63,7 +63,8 @@ def request_message(request: Request) -> pb.RecommendRequest:
 
 def attempt_of(reply: pb.Recommendation) -> Attempt:
     return Attempt(reply.recommendation_id, reply.gpu_model, reply.profile.name,
-                   reply.profile.memory_mib, reply.source, reply.model_version)
+                   reply.profile.memory_mib, reply.source, reply.model_version,
+                   reply.oom_chance)
 
 
 class GrpcRunner:

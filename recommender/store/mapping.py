@@ -110,6 +110,7 @@ def recommendation_values(rec: StoredRecommendation) -> dict[str, Any]:
         node_gpus=d.rung.node_gpus,
         predicted_throughput=d.predicted_throughput,
         declared_memory_mib=rec.declared_memory_mib,
+        oom_chance=d.oom_chance,
     )
 
 
@@ -139,6 +140,7 @@ def recommendation_of(m: Mapping[Any, Any]) -> StoredRecommendation:
         model_version=m["model_version"],
         attempt=m["attempt"],
         predicted_throughput=float(m.get("predicted_throughput") or 0.0),
+        oom_chance=float(m.get("oom_chance") or 0.0),
     )
     return StoredRecommendation(
         id=m["id"],
