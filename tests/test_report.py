@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ from recommender.core.domain import ModelVersion, Outcome
 from recommender.report import render_report
 from recommender.report.charts import sample
 from recommender.report.items import Item
+from recommender.report.page import _poisson_at_least, collect
 from recommender.report.ticks import nice_ticks, time_ticks
 from recommender.store import SqlStore
 from tests.harness.live import Live
@@ -75,6 +77,13 @@ def test_report_from_a_real_history(live: Live) -> None:
     slack = sorted((9856 - (5000 + 300 * i)) / 9856 for i in range(6))
     assert f"Median slack {(slack[2] + slack[3]) / 2 * 100:.0f}%" in text
     assert "Serving model mem-1" in text
+    # The chances of an OOM the first attempts with an outcome stated, against what happened.
+    items, _ = collect(live.store)
+    stated = [i for i in items if i.attempt == 1 and i.outcome is not None and i.oom_chance > 0]
+    assert len(stated) >= 4  # resize's runs after its first are sized from a distribution
+    seen = sum(i.outcome is Outcome.OOM for i in stated)
+    assert (f"Stated OOM risk {sum(i.oom_chance for i in stated):,.1f} OOMs expected from the "
+            f"chances stated on {len(stated)} first attempts; {seen} seen") in text
     assert "generated 2026-11-02 12:00 UTC" in text
     # Overall, then one section per action.
     assert page.count('class="action"') == 3
@@ -198,3 +207,10 @@ def test_report_draws_in_headless_chromium(live: Live, tmp_path: Path) -> None:
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 10_000  # a blank page of that size compresses to far less
+
+
+def test_the_stated_risk_turns_red_only_past_what_chance_allows() -> None:
+    assert _poisson_at_least(0, 3.0) == 1.0
+    assert _poisson_at_least(1, 3.0) == pytest.approx(1 - math.exp(-3.0))
+    assert _poisson_at_least(3, 2.0) == pytest.approx(1 - math.exp(-2.0) * (1 + 2 + 2))
+    assert _poisson_at_least(6, 5.0) > 0.01 > _poisson_at_least(13, 5.0)

@@ -40,6 +40,8 @@ class Item:
     outcome: Outcome | None
     peak_mib: float | None
     reserved_gib_h: float | None
+    oom_chance: float = 0.0
+    """The chance of an OOM the recommendation stated (0: none weighed)."""
 
     @property
     def slack(self) -> float | None:
@@ -66,6 +68,7 @@ def item_of(rec: StoredRecommendation, ex: Execution | None) -> Item:
         gpu_model=d.rung.gpu_model, profile=d.rung.profile.name, count=d.rung.count,
         slice_mib=d.rung.profile.memory_mib, source=d.source, model_version=d.model_version,
         attempt=d.attempt, outcome=outcome, peak_mib=peak, reserved_gib_h=reserved,
+        oom_chance=d.oom_chance,
     )
 
 
@@ -110,6 +113,12 @@ class Stats:
     durations_known: int
     start: datetime | None
     end: datetime | None
+    stated_n: int = 0
+    """First attempts with a known outcome whose recommendation stated a chance of an OOM."""
+    stated_expected: float = 0.0
+    """The OOMs those chances add up to."""
+    stated_seen: int = 0
+    """The OOMs among them."""
 
     @property
     def oom_rate(self) -> float | None:
@@ -120,6 +129,7 @@ def stats_of(items: Sequence[Item]) -> Stats:
     firsts = [i for i in items if i.attempt == 1 and i.outcome is not None]
     slack = [s for i in items if i.attempt == 1 and (s := i.slack) is not None]
     timed = [i for i in items if i.reserved_gib_h is not None]
+    stated = [i for i in firsts if i.oom_chance > 0]
     return Stats(
         recommendations=len(items),
         actions=len({i.action_id for i in items}),
@@ -134,4 +144,7 @@ def stats_of(items: Sequence[Item]) -> Stats:
         durations_known=len(timed),
         start=min((i.at for i in items), default=None),
         end=max((i.at for i in items), default=None),
+        stated_n=len(stated),
+        stated_expected=sum(i.oom_chance for i in stated),
+        stated_seen=sum(1 for i in stated if i.outcome is Outcome.OOM),
     )

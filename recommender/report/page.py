@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -64,6 +65,19 @@ def _span(s: Stats) -> str:
     return f"{s.start:%Y-%m-%d %H:%M} {NDASH} {s.end:%Y-%m-%d %H:%M} UTC"
 
 
+def _poisson_at_least(k: int, mean: float) -> float:
+    """P(X >= k) for X ~ Poisson(mean): how surprising k OOMs are where the stated chances add
+    up to `mean` (independent first attempts, each rare). Below 1 %, the card turns red: the
+    service's tails are lighter than what happens, and its expected cost risks too much."""
+    if k <= 0:
+        return 1.0
+    term = below = math.exp(-mean)
+    for i in range(1, k):
+        term *= mean / i
+        below += term
+    return max(1.0 - below, 0.0)
+
+
 def summary_cards(s: Stats, serving: str) -> str:
     oom = pct(s.oom_rate, 1)
     reserved = (f"{fmt_gib_h(s.reserved)}" if s.durations_known else NDASH)
@@ -81,6 +95,12 @@ def summary_cards(s: Stats, serving: str) -> str:
               f"{fmt_int(s.first_oom)} of {fmt_int(s.first_known)} first attempts ran out of "
               "memory",
               bad=bool(s.first_oom)),
+        _card("Stated OOM risk",
+              f"{s.stated_expected:,.1f}" if s.stated_n else NDASH,
+              f"OOMs expected from the chances stated on {fmt_int(s.stated_n)} first attempts; "
+              f"{fmt_int(s.stated_seen)} seen" if s.stated_n else
+              "no first attempt with an outcome stated a chance yet",
+              bad=s.stated_n > 0 and _poisson_at_least(s.stated_seen, s.stated_expected) < 0.01),
         _card("Median slack", pct(s.slack_median),
               f"fitted first attempts (n = {fmt_int(s.slack_n)})"),
         _card("Reserved GiB·h", reserved, reserved_hint),

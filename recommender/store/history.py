@@ -25,7 +25,8 @@ R, X = RecommendationRow, ExecutionRow
 SUMMARY_COLUMNS = (R.id, R.created_at, R.action_id, R.execution_id, R.parent_id, R.attempt,
                    R.pool_id, R.gpu_model, R.profile, R.profile_memory_mib, R.compute_slices,
                    R.memory_slices, R.whole_gpu, R.count, R.node_id, R.predicted_peak_mib,
-                   R.quantile, R.source, R.model_version, R.oom_at, R.oom_observed_peak_mib)
+                   R.quantile, R.source, R.model_version, R.oom_at, R.oom_observed_peak_mib,
+                   R.oom_chance)
 """A recommendation without its reason, resources and ladder: what a report summarises."""
 
 EXECUTION_SUMMARY_COLUMNS = (
