@@ -403,6 +403,32 @@ def test_a_new_action_starts_from_the_population() -> None:
     assert 6000 < declared.mib < 12000 and "declared" in declared.detail
 
 
+def test_the_learned_spread_moves_in_steps_so_small_moves_refit_nothing() -> None:
+    """Two reads of a population whose median spread differs by half a percent give one prior
+    scale (on a grid POPULATION_SCALE_STEP apart in log): the actions' models fitted for the
+    first stay valid for the second. A move of a step or more moves it."""
+    def population(spread: float) -> float:
+        rows = [PopulationSample(f"a{a}", k * 3600.0, 6000 * math.exp(spread * (k % 2)))
+                for a in range(10) for k in range(4)]
+        return build_population(rows).log_scale
+
+    step = config.POPULATION_SCALE_STEP
+    centre = math.exp(-50 * step)  # a grid point, about 0.082
+    # Alternating runs a spread s apart in log: successive differences +-s, so s / sqrt(2).
+    base = population(centre * math.sqrt(2))
+    assert base == pytest.approx(centre)
+    assert population(centre * math.sqrt(2) * 1.005) == base
+    assert population(centre * math.sqrt(2) * 0.995) == base
+    assert population(centre * math.sqrt(2) * math.exp(step)) == pytest.approx(
+        centre * math.exp(step))
+    assert math.log(base) / step == pytest.approx(round(math.log(base) / step))
+    models = ActionModels()
+    samples = [run(9000 + 50 * i, i) for i in range(20)]
+    first = models.get("a", samples, base)
+    assert models.get("a", samples, population(centre * math.sqrt(2) * 1.005)) is first
+    assert (models.fitted, models.refinished) == (1, 0)
+
+
 def test_an_oom_gives_way_to_the_true_peak_of_its_retry(store: SqlStore,
                                                         catalog: Catalog) -> None:
     clock = [NOW]

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from recommender.core import config
 from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
 from recommender.core.domain import (
@@ -472,6 +471,50 @@ def test_the_population_is_read_again_off_the_request_path(catalog: Catalog) -> 
     assert now is not first and now is not None and now.actions == 4
 
 
+class _CountedReads(InMemoryStore):
+    """Counts the population reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def population_samples(self, limit: int) -> list[PopulationSample]:
+        self.reads += 1
+        return super().population_samples(limit)
+
+
+def test_the_population_is_read_again_after_a_tenth_of_its_rows(catalog: Catalog) -> None:
+    """A read that returned 3,000 rows is made again after 300 more records, not fewer: its
+    cost (which grows with its rows) is spread over as many records whatever its size; one of
+    30 rows after 3."""
+    store = _CountedReads()
+    uc = UseCases(store, catalog=catalog, clock=lambda: T0)
+    for k in range(30):
+        uc.record_execution(execution(f"y{k}", f"young-{k % 6}", at=T0 - timedelta(minutes=k)))
+    uc.memory_population()
+    assert store.reads == 1
+    for k in range(2):
+        uc.record_execution(execution(f"z{k}", "young-0", at=T0))
+        uc.memory_population()
+    assert store.reads == 1
+    uc.record_execution(execution("z2", "young-0", at=T0))
+    uc.memory_population()
+    assert store.reads == 2  # 30 rows read: again after 3 records
+    for k in range(3000):
+        uc.record_execution(execution(f"b{k}", f"busy-{k % 50}", at=T0 - timedelta(seconds=k)))
+    uc.memory_population()
+    read = store.reads
+    rows = uc._population_rows
+    assert rows >= 3000
+    for k in range(rows // 10 - 1):
+        uc.record_execution(execution(f"c{k}", "busy-0", at=T0))
+        uc.memory_population()
+    assert store.reads == read  # not every 200 records
+    uc.record_execution(execution("c-last", "busy-0", at=T0))
+    uc.memory_population()
+    assert store.reads == read + 1
+
+
 def test_a_failed_background_population_read_keeps_the_one_before(catalog: Catalog) -> None:
     store = InMemoryStore()
     uc = UseCases(store, catalog=catalog, clock=lambda: T0, population_in_background=True)
@@ -480,7 +523,7 @@ def test_a_failed_background_population_read_keeps_the_one_before(catalog: Catal
     first = uc.memory_population()
     assert first is not None
     store.available = False
-    uc._records_since_population = config.POPULATION_REFRESH_RECORDS
+    uc._records_since_population = 10**9
     assert uc.memory_population() is first
     uc.wait_for_population()
     assert uc.memory_population() is first

@@ -188,14 +188,27 @@ POPULATION_SAMPLES = 20_000
 query, about 20 ms, refreshed as below."""
 
 POPULATION_REFRESH_S = 60.0
-POPULATION_REFRESH_RECORDS = 200
-"""The population is read again after this long or this many recorded executions, whichever
-comes first: a new service learns its first actions' level quickly, a busy one not per call."""
+POPULATION_REFRESH_SHARE = 0.1
+"""The population is read again after POPULATION_REFRESH_S, or once a tenth as many executions
+as the last read returned have been recorded, whichever comes first: a young service learns its
+first actions quickly (30 rows: every 3 records), and a read's cost, which grows with its rows,
+is spread over as many more records (about ten rows read per record, whatever the size). With
+a fixed 200 records instead, a full window of 20,000 rows (150 ms) cost 0.75 ms of CPU per
+recorded execution, half of the runner's pattern in `python -m bench.pairs --population-rows
+20000`; a tenth of the window new moves the medians it is summarised by little, and the timer
+still reads a busy service every minute."""
 
 POPULATION_MIN_ACTIONS = 3
 """Actions needed before their first peaks (or declared ratios) are a prior for a new one."""
 
 POPULATION_MIN_RUNS_FOR_SPREAD = 3
+POPULATION_SCALE_STEP = 0.05
+"""The learned spread (below) is kept on a grid 5 % apart (in log). It is the median of the
+spreads of the actions with a few runs, each from a handful of runs, so with 50 to 100 of them
+it is uncertain by about 5 % itself; yet every population read (POPULATION_REFRESH_SHARE)
+moved it by 0.2 to 4 %, and each move is every action's prior moved: its model is finished
+again at its next Recommend (half the refits of the runner's pattern in
+`python -m bench.pairs`)."""
 POPULATION_DEFAULT_LOG_SCALE = 0.25
 POPULATION_MIN_LOG_SCALE = 0.05
 """The typical run-to-run spread of an action's log peak: learned as the median over actions

@@ -200,9 +200,9 @@ class UseCases:
         by one reader at a time, the others meanwhile use what was read before. Only the
         first read (nothing to serve meanwhile) is made on the caller's request when
         `population_in_background`."""
-        # A young service (few rows read) refreshes after a tenth as many new records: its
-        # first actions are the whole population.
-        every = min(config.POPULATION_REFRESH_RECORDS, max(1, self._population_rows // 10))
+        # A young service (few rows read) refreshes after a few records (its first actions are
+        # the whole population), a large one after as many more as its read cost.
+        every = max(1, int(self._population_rows * config.POPULATION_REFRESH_SHARE))
         stale = (time.monotonic() - self._population_read_at > config.POPULATION_REFRESH_S
                  or self._records_since_population >= every)
         if stale and self._population_lock.acquire(blocking=False):
