@@ -256,6 +256,8 @@ def test_both_runners_give_comparable_metrics(
     assert by_model.get("model") == live_by_model.get("model")
     assert abs(fast.first_oom - live.first_oom) <= 3
     assert live.reserved_gbh == pytest.approx(fast.reserved_gbh, rel=0.05)
+    # The chance of an OOM each answer stated reaches the replay over gRPC too.
+    assert live.stated and abs(len(live.stated) - len(fast.stated)) <= 3
 
 
 def test_an_oom_over_grpc_climbs_the_ladder(catalog: Catalog) -> None:
