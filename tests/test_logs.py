@@ -62,19 +62,20 @@ def test_text_puts_the_fields_after_the_message_as_logfmt() -> None:
     assert TextFormatter().format(record("plain")).endswith(" recommender.test plain")
 
 
-def test_the_background_handler_writes_every_line_in_order_once_flushed() -> None:
+def test_the_batching_handler_writes_every_line_in_order_once_flushed() -> None:
     """Records handed over from many threads come out whole, in the order handed over (per
     thread), with arguments completed when logged (a later change does not show), after
-    flush(); close() writes what is still queued."""
+    flush(); close() writes what is still queued. A lone caller's line is out when its logging
+    call returns."""
     import io
     import threading
 
-    from recommender.cli.logs import BackgroundHandler
+    from recommender.cli.logs import BatchingHandler
 
     stream = io.StringIO()
     target = logging.StreamHandler(stream)
     target.setFormatter(JsonFormatter())
-    handler = BackgroundHandler(target)
+    handler = BatchingHandler(target)
     logger = logging.Logger("recommender.test.background")
     logger.addHandler(handler)
     mutable = ["before"]
@@ -85,6 +86,9 @@ def test_the_background_handler_writes_every_line_in_order_once_flushed() -> Non
 
     logger.warning("%s", mutable)
     mutable[0] = "after"
+    # A lone caller's line is written before its call returns, by that caller: no thread.
+    assert json.loads(stream.getvalue())["message"] == "['before']"
+    assert all(t.name != "log-writer" for t in threading.enumerate())
     threads = [threading.Thread(target=log_many, args=(t,)) for t in range(4)]
     for th in threads:
         th.start()

@@ -63,6 +63,28 @@ def test_a_counter_past_a_million_still_moves() -> None:
     assert line + "1.234572e+06" in after
 
 
+def test_executions_are_counted_per_action_up_to_the_bound_then_as_other(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept per-action series count as labels() would: each action's own up to
+    METRICS_MAX_ACTIONS actions, "other" beyond, again and again."""
+    from recommender.core import config
+    from recommender.rpc import metrics
+
+    m = Metrics()
+    monkeypatch.setattr(metrics, "METRICS", m)
+    monkeypatch.setattr(config, "METRICS_MAX_ACTIONS", 2)
+    for _ in range(3):
+        for action in ("a", "b", "c", "d"):
+            metrics.record_execution(action, "SUCCEEDED")
+        metrics.record_execution("a", "OOM")
+    text = m.render()
+    for action, n in (("a", 3), ("b", 3), ("other", 6)):
+        assert (f'recommender_executions_total{{action_id="{action}",outcome="SUCCEEDED"}} '
+                f"{n:.1f}") in text
+    assert 'recommender_executions_total{action_id="a",outcome="OOM"} 3.0' in text
+    assert 'action_id="c"' not in text and 'action_id="d"' not in text
+
+
 def test_metrics_include_process_and_platform_collectors() -> None:
     server = serve_metrics("127.0.0.1", 0)
     assert server is not None

@@ -223,12 +223,6 @@ DEFAULT_DATABASE_URL = "sqlite:///recommender.db"
 DATABASE_TIMEOUT_S = 2.0
 """Longest the runner's Recommend waits on the database before answering without it."""
 
-LOG_BATCH_S = 0.002
-"""The log writer thread waits this long after the first record of a batch before writing it
-(`cli.logs.BackgroundHandler`): the records that arrive meanwhile go out with one flush and one
-wake-up of the thread, instead of a wake-up (a lock and a notify on the calling thread) per
-record; a line is late by this much at most."""
-
 RPC_THREADS = 8
 """Threads serving calls. Python runs one at a time (the GIL), so many more threads than cores
 only add switching; but a call waiting for its commit holds its thread, and group commit needs

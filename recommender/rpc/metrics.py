@@ -147,8 +147,21 @@ def record_recommendation(source: str) -> None:
     series.inc()
 
 
+_execution_series: dict[tuple[Metrics, str, str], Counter] = {}
+"""The executions series by action and outcome, like the two tables above, for the actions that
+have a series of their own (at most METRICS_MAX_ACTIONS: the table stays bounded, whatever ids
+clients send); an action counted under "other" takes the lock each time, as before."""
+
+
 def record_execution(action_id: str, outcome: str) -> None:
-    METRICS.executions.labels(action_id=METRICS.action_label(action_id), outcome=outcome).inc()
+    metrics = METRICS
+    series = _execution_series.get((metrics, action_id, outcome))
+    if series is None:
+        label = metrics.action_label(action_id)
+        series = metrics.executions.labels(action_id=label, outcome=outcome)
+        if label == action_id:
+            _execution_series[(metrics, action_id, outcome)] = series
+    series.inc()
 
 
 def serve_metrics(host: str, port: int, metrics: Metrics = METRICS) -> WSGIServer | None:

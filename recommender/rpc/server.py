@@ -147,7 +147,7 @@ def serve_until_signalled(running: Running, stop: threading.Event | None = None)
     # signal the kernel delivered to another thread only reaches it when the main thread next
     # runs Python code; blocked in an untimed wait it never did (a SIGTERM left `serve`
     # waiting for good, about once in ten runs of tests/test_tracing.py under load, with the
-    # log writer's thread among those the signal could land on).
+    # access log's writer thread of the time among those the signal could land on).
     while not stop.wait(0.25):
         pass
     running.stop()
