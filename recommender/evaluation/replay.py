@@ -359,15 +359,16 @@ def excess_table(m: Metrics, oracle_gbh: float) -> str:
 
 
 CHANCE_BINS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 1.0)
-"""Edges of the stated chances `calibration_table` groups: a decade and a half each, where
-expected cost puts its first rungs."""
+"""Edges of the stated chances `calibration_table` groups: half a decade each, over the range
+where expected cost puts its first rungs."""
 
 
 def calibration_table(m: Metrics) -> str:
     """The service's stated chances of an OOM against what happened, by stated chance: OOMs
     expected from those chances (their sum) beside the OOMs seen. A decision by expected
-    cost is only as good as its chances: more OOMs than stated in a row says its tails there
-    are too light, fewer that it reserves memory for risks that are not there."""
+    cost is only as good as its chances: a row with more OOMs seen than expected says the tails
+    it stated there are too light, one with fewer that it reserves memory for risks that are
+    not there."""
     lines = ["| stated chance of an OOM | executions | OOMs expected | OOMs seen |",
              "|---|---|---|---|"]
     for lo, hi in itertools.pairwise(CHANCE_BINS):
