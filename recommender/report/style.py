@@ -16,7 +16,7 @@ h3 { font-size: 16px; margin: 0 0 4px; word-break: break-all; }
 svg text.muted { fill: #6b7280; }
 .note { background: #fff7e6; border: 1px solid #f3d38b; border-radius: 6px; padding: 8px 12px;
   margin: 12px 0; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr));
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr));
   gap: 12px; margin: 18px 0 8px; }
 .card { background: white; border: 1px solid #e3e6ea; border-radius: 8px; padding: 12px 14px; }
 .card .label { font-size: 12px; text-transform: uppercase; letter-spacing: .04em;
