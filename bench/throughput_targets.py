@@ -42,7 +42,7 @@ import csv
 import math
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -140,6 +140,11 @@ class Score:
             extra = c * n - best[0] * best[1]
             self.extra_slices += extra
             self.cheapest += extra <= 0
+
+    def absorb(self, other: Score) -> None:
+        """Adds another replay's counts to these (totals over replays)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 def replay(actions: list[Action], db_url: str, first_week: str = "service",
@@ -286,10 +291,7 @@ def held_out(trace: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             rounds, _, _ = replay(actions, f"sqlite:///{tmp}/targets.db", fw)
         for i, r in enumerate(rounds, 1):
-            t = totals.setdefault(i, Score())
-            for field in ("cases", "cheapest", "extra_slices", "compared", "ooms", "missed",
-                          "slices"):
-                setattr(t, field, getattr(t, field) + getattr(r, field))
+            totals.setdefault(i, Score()).absorb(r)
             print(f"| {fw} | {w} | {'half ' + str(HALVES.index(d) + 1) if d else 'all'} | {i} "
                   f"| {r.cases} | {r.cheapest / max(r.compared, 1):.1%} "
                   f"| {r.extra_slices / max(r.compared, 1):.2f} | {r.ooms} | {r.missed} |")

@@ -84,6 +84,7 @@ def _history_table(rows: Sequence[dict[str, Any]], colour: bool) -> str:
             r["source"],
         ])
     widths = [max([len(h), *(len(t[k]) for t in table)]) for k, (h, _) in enumerate(cols)]
+    outcome_at = [h for h, _ in cols].index("OUTCOME")
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) if a == "<" else c.rjust(w)
@@ -92,7 +93,7 @@ def _history_table(rows: Sequence[dict[str, Any]], colour: bool) -> str:
     out = [line([h for h, _ in cols])]
     for t in table:
         text = line(t)
-        if colour and t[10].startswith("OOM"):
+        if colour and t[outcome_at].startswith("OOM"):
             text = f"\033[31m{text}\033[0m"
         out.append(text)
     return "\n".join(out)

@@ -100,3 +100,13 @@ class _Conditional:
 
     def survival(self, mib: float) -> float:
         return min(1.0, self.need.survival(mib) / self.given)
+
+
+def chance_above(need: Predictive | None, known_mib: float, slice_mib: float) -> float:
+    """P(need > slice | need > known): the chance a rung after an OOM states; 0 without the
+    action's predictive need, or where the known need is beyond its tail (nothing left to
+    condition on)."""
+    if need is None:
+        return 0.0
+    given = need.survival(known_mib)
+    return _Conditional(need, given).survival(slice_mib) if given > 0 else 0.0

@@ -166,12 +166,14 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         raise NoFit(reasons)
     notes: list[str] = []
     throughput = 0.0
+    chance = 0.0
     if fitting:
         chosen = min(fitting, key=lambda t: t[:3])[3]
         if predictive is not None:
+            chance = predictive.survival(chosen.profile.memory_mib)
             notes.append(
                 f"the slice of least expected cost (memory, plus the wait for a rerun after an "
-                f"OOM, {predictive.survival(chosen.profile.memory_mib):.1%} likely, counted as "
+                f"OOM, {chance:.1%} likely, counted as "
                 f"{config.OOM_WAIT_GPUS:g} whole GPUs)"
                 + ("" if len(pools) == 1 else " among the offered pools"))
         else:
@@ -200,6 +202,8 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             choice, shortfall = _for_target(request, pools, target_need, curve, sm_hungry,
                                             memo, pool_needs)
             if choice is not None:
+                if fitting and predictive is not None and choice.option is not chosen:
+                    chance = predictive.survival(choice.option.profile.memory_mib)
                 chosen, count, throughput = choice.option, choice.count, choice.throughput
                 # Keep "the estimate exceeds every slice", and the memory side's expected cost:
                 # the count is the target's, the slice memory still the need's.
@@ -220,8 +224,6 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         + f"{chosen.profile.name} ({chosen.profile.memory_mib:,} MiB) x {count} on "
         f"{chosen.pool.pool_id} ({chosen.pool.gpu_model.id}): " + ", ".join(notes)
     )
-    chance = (predictive.survival(chosen.profile.memory_mib)
-              if predictive is not None and fitting else 0.0)
     return Decision(
         rung=rung,
         predicted_peak_mib=estimate.mib if estimate else float(chosen.profile.memory_mib),

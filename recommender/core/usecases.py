@@ -42,7 +42,7 @@ from recommender.core.estimation import (
     mean_sm_utilisation,
 )
 from recommender.core.ids import new_id
-from recommender.core.ladder import LADDER, LadderExhausted, next_rung
+from recommender.core.ladder import LADDER, LadderExhausted, chance_above, next_rung
 from recommender.core.layout import RecordedAdvice, advise_recorded
 from recommender.core.online import ActionModels
 from recommender.core.policy import recommend
@@ -138,15 +138,6 @@ def _sm_weighed(samples: list[Sample], now: datetime) -> float | None:
 _SM_MARGIN = 1e-6
 """Far above the mean's relative rounding error (the history's length times 1e-16) and
 `_remember`'s closeness (1e-9)."""
-
-
-def _chance_above(need: Predictive | None, known_mib: float, slice_mib: float) -> float:
-    """P(need > slice | need > known) under the action's predictive need; 0 without one, or
-    where the known need is beyond its tail (nothing left to condition on)."""
-    if need is None:
-        return 0.0
-    beyond = need.survival(known_mib)
-    return min(need.survival(slice_mib) / beyond, 1.0) if beyond > 0 else 0.0
 
 
 def _now() -> datetime:
@@ -448,7 +439,7 @@ class UseCases:
                 ladder=above,
                 model_version=d.model_version,
                 attempt=d.attempt + 1,
-                oom_chance=_chance_above(own, need, rung.profile.memory_mib),
+                oom_chance=chance_above(own, need, rung.profile.memory_mib),
             ),
         )
         try:
