@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from datetime import UTC, datetime
@@ -86,7 +87,7 @@ def test_the_batching_handler_writes_every_line_in_order_once_flushed() -> None:
 
     logger.warning("%s", mutable)
     mutable[0] = "after"
-    # A lone caller's line is written before its call returns, by that caller: no thread.
+    # A warning is written before its call returns, by that caller: no thread.
     assert json.loads(stream.getvalue())["message"] == "['before']"
     assert all(t.name != "log-writer" for t in threading.enumerate())
     threads = [threading.Thread(target=log_many, args=(t,)) for t in range(4)]
@@ -103,3 +104,53 @@ def test_the_batching_handler_writes_every_line_in_order_once_flushed() -> None:
     logger.warning("last one", extra={"i": -1})
     handler.close()
     assert json.loads(stream.getvalue().splitlines()[-1])["message"] == "last one"
+
+
+class _CountingStream(io.StringIO):
+    """Counts writes, as a line-buffered stderr would count its system calls."""
+
+    writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def test_access_lines_wait_a_moment_and_go_out_together_warnings_at_once() -> None:
+    """INFO lines wait at most the handler's delay and are written in one write; a warning
+    takes every line queued before it out with it, in order; a full queue is written by the
+    caller that fills it; close() writes the rest."""
+    import threading
+    import time
+
+    from recommender.cli.logs import BatchingHandler
+
+    stream = _CountingStream()
+    target = logging.StreamHandler(stream)
+    target.setFormatter(JsonFormatter())
+    handler = BatchingHandler(target, delay_s=0.2, limit=50)
+    logger = logging.Logger("recommender.test.delayed")
+    logger.addHandler(handler)
+    for i in range(10):
+        logger.info("line %d", i, extra={"i": i})
+    assert stream.getvalue() == ""  # waiting, not lost
+    deadline = time.monotonic() + 5
+    while not stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [json.loads(x)["i"] for x in stream.getvalue().splitlines()] == list(range(10))
+    assert stream.writes == 1
+    assert any(t.name == "log-writer" for t in threading.enumerate())
+
+    logger.info("queued", extra={"i": 10})
+    logger.error("now", extra={"i": 11})  # written before the call returns, after "queued"
+    assert [json.loads(x)["i"] for x in stream.getvalue().splitlines()][-2:] == [10, 11]
+
+    before = stream.writes
+    for i in range(50):
+        logger.info("burst", extra={"i": 100 + i})
+    assert stream.writes == before + 1  # the 50th line's caller wrote the full queue
+    logger.info("tail", extra={"i": -1})
+    handler.close()
+    lines = [json.loads(x)["i"] for x in stream.getvalue().splitlines()]
+    assert lines[-51:] == [*range(100, 150), -1]
+    assert len(lines) == len(set(lines))

@@ -230,6 +230,18 @@ several waiting together. 16 callers on 2 cores (bench/, Recommend/s over two ru
 threads 893-937, 4 threads 1,019-1,073; PostgreSQL 16 threads 813-928, 8 threads 988-1,049,
 4 threads 987-1,016. More cores: raise it (`--rpc-threads`)."""
 
+LOG_DELAY_S = 0.1
+"""Longest an access line (INFO) waits in memory before it is written, in one write with the
+others that came meanwhile (cli/logs.BatchingHandler); warnings and errors are written at once.
+Written by each call, the line cost about 17 % of a Recommend's server CPU with 16 callers
+(a system call that hands the interpreter lock over on every call); a tenth of a second is at
+most ten writes a second, short against how fast anyone reads a log, and what a SIGKILL may
+lose of it (Envoy flushes its access log every second by default)."""
+
+LOG_QUEUE_LIMIT = 1000
+"""Most access lines waiting; the call that fills the queue writes it (a burst, a stalled
+writer): about 0.2 MB, half a second at 2,000 calls a second."""
+
 RECOMMENDATION_WRITE_BEHIND_S = 0.05
 """A recommendation row is written at most this long after Recommend answered (plus the write
 itself, a few milliseconds), in one batch with the others that came meanwhile: what another
