@@ -258,3 +258,38 @@ def test_a_closed_store_refuses_writes_as_unavailable(sqlite_url: str) -> None:
     with pytest.raises(StoreUnavailable, match="closed"):
         store.record_execution(execution("after"), T0)
     engine.dispose()
+
+
+def test_a_decision_answered_again_is_stored_whole_with_each_answer(store: SqlStore,
+                                                                    catalog: Catalog) -> None:
+    """The use cases' memo answers a request seen before with the same Decision; its columns
+    and its ladder's JSON are built once for all its rows, and each row still reads back as
+    its own recommendation with the whole ladder."""
+    import json
+
+    from recommender.store.database import to_json
+
+    from recommender.core.cache import ActionCache
+
+    uc = UseCases(store, catalog=catalog, cache=ActionCache(), clock=lambda: T0)
+    for i in range(5):
+        uc.record_execution(execution(f"again-{i}", "again", peak=3000.0 + 100 * i,
+                                      at=T0 - timedelta(hours=5 - i)))
+    asked = req(catalog, "again")  # the memo knows pools by identity (the server interns them)
+    first = uc.recommend(asked).recommendation
+    second = uc.recommend(asked).recommendation
+    assert second.decision is first.decision and second.id != first.id
+    store.flush()
+    for rec in (first, second):
+        got = store.get_recommendation(rec.id)
+        assert got is not None and got.id == rec.id and got.created_at == T0
+        assert [(r.profile.name, r.count, r.resources) for r in got.decision.ladder] == [
+            (r.profile.name, r.count, r.resources) for r in first.decision.ladder]
+        assert len(got.decision.ladder) > 1
+    # The serializer: json.dumps, a tuple's text kept by identity, a list never kept.
+    rows = ({"a": 1}, {"b": [2]})
+    assert to_json(rows) == json.dumps(rows) and to_json(rows) is to_json(rows)
+    changing = [1]
+    assert to_json(changing) == "[1]"
+    changing.append(2)
+    assert to_json(changing) == "[1, 2]"

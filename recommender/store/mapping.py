@@ -81,14 +81,23 @@ def rung_from_json(d: Mapping[str, Any]) -> Rung:
     )
 
 
-def recommendation_values(rec: StoredRecommendation) -> dict[str, Any]:
-    d = rec.decision
-    return dict(
-        id=rec.id,
-        created_at=rec.created_at,
-        action_id=rec.action_id,
-        execution_id=rec.execution_id,
-        parent_id=rec.parent_id,
+DECISIONS_KEPT = 1024
+"""Decisions whose columns are kept for their next rows (`_decision_values`): more than the
+use cases' memo keeps, so every decision it answers again is found."""
+
+_decided: dict[int, tuple[Decision, dict[str, Any]]] = {}
+
+
+def _decision_values(d: Decision) -> dict[str, Any]:
+    """The columns a decision gives its row, built once per decision object. The use cases'
+    memo answers a request seen before with the same Decision, and each answer is a row: its
+    ladder's dicts were a sixth of such a Recommend's time in process. The values are shared
+    by those rows and never changed (keyed by identity, and the decision is kept alive with
+    them, so an id cannot be reused while its entry stands)."""
+    entry = _decided.get(id(d))
+    if entry is not None and entry[0] is d:
+        return entry[1]
+    values = dict(
         attempt=d.attempt,
         pool_id=d.rung.pool_id,
         gpu_model=d.rung.gpu_model,
@@ -105,13 +114,30 @@ def recommendation_values(rec: StoredRecommendation) -> dict[str, Any]:
         source=d.source,
         model_version=d.model_version,
         reason=d.reason,
-        ladder=[rung_to_json(r) for r in d.ladder],
+        # A tuple: its JSON is made once for all the rows (store/database.to_json).
+        ladder=tuple(rung_to_json(r) for r in d.ladder),
         card_compute_slices=d.rung.card_compute_slices,
         node_gpus=d.rung.node_gpus,
         predicted_throughput=d.predicted_throughput,
-        declared_memory_mib=rec.declared_memory_mib,
         oom_chance=d.oom_chance,
     )
+    if len(_decided) >= DECISIONS_KEPT:
+        _decided.clear()  # a bound, not an order: the next few decisions are built again
+    _decided[id(d)] = (d, values)
+    return values
+
+
+def recommendation_values(rec: StoredRecommendation) -> dict[str, Any]:
+    values = dict(_decision_values(rec.decision))
+    values.update(
+        id=rec.id,
+        created_at=rec.created_at,
+        action_id=rec.action_id,
+        execution_id=rec.execution_id,
+        parent_id=rec.parent_id,
+        declared_memory_mib=rec.declared_memory_mib,
+    )
+    return values
 
 
 def recommendation_of(m: Mapping[Any, Any]) -> StoredRecommendation:
