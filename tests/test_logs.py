@@ -117,9 +117,9 @@ class _CountingStream(io.StringIO):
 
 
 def test_access_lines_wait_a_moment_and_go_out_together_warnings_at_once() -> None:
-    """INFO lines wait at most the handler's delay and are written in one write; a warning
-    takes every line queued before it out with it, in order; a full queue is written by the
-    caller that fills it; close() writes the rest."""
+    """Access lines (INFO) wait at most the handler's delay and are written in one write; a
+    warning, or any other logger's line, takes every line queued before it out with it, in
+    order; a full queue is written by the caller that fills it; close() writes the rest."""
     import threading
     import time
 
@@ -128,8 +128,11 @@ def test_access_lines_wait_a_moment_and_go_out_together_warnings_at_once() -> No
     stream = _CountingStream()
     target = logging.StreamHandler(stream)
     target.setFormatter(JsonFormatter())
-    handler = BatchingHandler(target, delay_s=0.2, limit=50)
+    handler = BatchingHandler(target, delay_s=0.2, limit=50,
+                              defer=frozenset({"recommender.test.delayed"}))
     logger = logging.Logger("recommender.test.delayed")
+    progress = logging.Logger("recommender.test.progress")
+    progress.addHandler(handler)
     logger.addHandler(handler)
     for i in range(10):
         logger.info("line %d", i, extra={"i": i})
@@ -144,6 +147,9 @@ def test_access_lines_wait_a_moment_and_go_out_together_warnings_at_once() -> No
     logger.info("queued", extra={"i": 10})
     logger.error("now", extra={"i": 11})  # written before the call returns, after "queued"
     assert [json.loads(x)["i"] for x in stream.getvalue().splitlines()][-2:] == [10, 11]
+    logger.info("queued", extra={"i": 12})
+    progress.info("another logger's line", extra={"i": 13})  # at once, too
+    assert [json.loads(x)["i"] for x in stream.getvalue().splitlines()][-2:] == [12, 13]
 
     before = stream.writes
     for i in range(50):

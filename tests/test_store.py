@@ -267,9 +267,8 @@ def test_a_decision_answered_again_is_stored_whole_with_each_answer(store: SqlSt
     its own recommendation with the whole ladder."""
     import json
 
-    from recommender.store.database import to_json
-
     from recommender.core.cache import ActionCache
+    from recommender.store.database import to_json
 
     uc = UseCases(store, catalog=catalog, cache=ActionCache(), clock=lambda: T0)
     for i in range(5):

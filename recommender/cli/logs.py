@@ -129,36 +129,34 @@ def log_format(value: str) -> str:
 
 class BatchingHandler(logging.Handler):
     """Writes records through `target` (a StreamHandler) in batches, one write and one flush a
-    batch: a record below `urgent` (the access lines, INFO) waits at most `delay_s` in memory;
-    one at `urgent` or above (WARNING: what an operator must see now) is written at once, with
-    every record queued before it, by the thread that logged it.
+    batch: an access line (a record of a logger in `defer`, below WARNING) waits at most
+    `delay_s` in memory; any other record (a warning, an error, a command's progress) is written
+    at once, with every record queued before it, by the thread that logged it.
 
     The access line is written on every call. Written and flushed by each RPC thread (the last
-    design), its write was a system call that released the interpreter lock on every call:
-    with 16 callers over gRPC the access log cost about 0.09 ms of server CPU a Recommend, 17 %
-    of it, three times what formatting and writing the line cost alone in process, the rest
-    hand-overs of the lock between RPC threads and gRPC's own. Here a caller completes the
-    record's message (so arguments changed later cannot change the line), appends it to a
-    deque and returns; a writer thread, woken by the first record after it last wrote, waits
-    `delay_s` and writes the batch: at most 1 / `delay_s` wake-ups and writes a second, however
-    many calls (the writer thread this replaced waited 2 ms, and so woke for nearly every call
-    of a lone caller). A queue of `limit` records is written by the caller that fills it.
+    design), its write was a system call that released the interpreter lock on every call. Here
+    a caller completes the record's message (so arguments changed later cannot change the
+    line), appends it to a deque and returns; a writer thread, woken by the first record after
+    it last wrote, waits `delay_s` and writes the batch: at most 1 / `delay_s` wake-ups and
+    writes a second, however many calls (the writer thread before the last design waited 2 ms,
+    and so woke for nearly every call of a lone caller). A queue of `limit` records is written
+    by the caller that fills it.
 
     The order of lines is the order records were handed over. `flush` (and `close`, and
     `logging.shutdown` at exit, which SIGTERM reaches) writes what is queued; a SIGKILL loses
-    at most `delay_s` of access lines, never a warning or an error. The stream's lock is held
-    while writing, so a stream that blocks (a log pipe nobody reads) stalls the writer, then
-    the callers that log at WARNING or fill the queue, not the others.
+    at most `delay_s` of access lines, never anything else. The stream's lock is held while
+    writing, so a stream that blocks (a log pipe nobody reads) stalls the writer, then the
+    callers that write at once or fill the queue, not the others.
     """
 
     def __init__(self, target: logging.StreamHandler[TextIO], *,
                  delay_s: float = LOG_DELAY_S, limit: int = LOG_QUEUE_LIMIT,
-                 urgent: int = logging.WARNING) -> None:
+                 defer: frozenset[str] = frozenset({"recommender.access"})) -> None:
         super().__init__(target.level)
         self.target = target
         self._delay_s = delay_s
         self._limit = limit
-        self._urgent = urgent
+        self._defer = defer
         self._queue: collections.deque[logging.LogRecord] = collections.deque()
         self._writing = threading.Lock()
         self._wake = threading.Event()
@@ -182,8 +180,8 @@ class BatchingHandler(logging.Handler):
             return
         queue = self._queue
         queue.append(record)
-        if record.levelno >= self._urgent or len(queue) >= self._limit \
-                or self._closed.is_set():
+        if (record.name not in self._defer or record.levelno >= logging.WARNING
+                or len(queue) >= self._limit or self._closed.is_set()):
             self._write_now()
         elif not self._wake.is_set():
             # Set after the append: the writer clears the event before it waits and drains,
