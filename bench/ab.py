@@ -27,6 +27,9 @@ from multiprocessing.connection import Connection
 
 def _child(root: str, database_url: str, conn: Connection) -> None:
     """A server importing `recommender` (and bench.common) from `root`."""
+    from bench.common import log_pipe  # this tree's, before `root`'s are imported
+
+    sink = log_pipe()
     sys.path.insert(0, root)
     for name in [m for m in sys.modules if m.split(".")[0] in ("recommender", "bench")]:
         del sys.modules[name]
@@ -37,7 +40,7 @@ def _child(root: str, database_url: str, conn: Connection) -> None:
 
     if not str(recommender.__file__).startswith(root):
         raise RuntimeError(f"{root}: imported {recommender.__file__} instead")
-    setup_logging("info", "json", stream=open(os.devnull, "w"))  # noqa: SIM115 - process-long
+    setup_logging("info", "json", stream=sink)
     running = common.build_server(database_url)
     freeze_startup_heap()
     conn.send(running.port)
