@@ -160,3 +160,7 @@ def test_access_lines_wait_a_moment_and_go_out_together_warnings_at_once() -> No
     lines = [json.loads(x)["i"] for x in stream.getvalue().splitlines()]
     assert lines[-51:] == [*range(100, 150), -1]
     assert len(lines) == len(set(lines))
+    # Closed (logging.shutdown closes it again at exit): a late line is written at once.
+    handler.close()
+    logger.info("after", extra={"i": -2})
+    assert json.loads(stream.getvalue().splitlines()[-1])["i"] == -2

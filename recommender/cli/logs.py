@@ -160,7 +160,7 @@ class BatchingHandler(logging.Handler):
         self._queue: collections.deque[logging.LogRecord] = collections.deque()
         self._writing = threading.Lock()
         self._wake = threading.Event()
-        self._closed = threading.Event()
+        self._closing = threading.Event()
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
 
@@ -181,7 +181,7 @@ class BatchingHandler(logging.Handler):
         queue = self._queue
         queue.append(record)
         if (record.name not in self._defer or record.levelno >= logging.WARNING
-                or len(queue) >= self._limit or self._closed.is_set()):
+                or len(queue) >= self._limit or self._closing.is_set()):
             self._write_now()
         elif not self._wake.is_set():
             # Set after the append: the writer clears the event before it waits and drains,
@@ -207,10 +207,10 @@ class BatchingHandler(logging.Handler):
                 self._thread.start()
 
     def _run(self) -> None:
-        while not self._closed.is_set():
+        while not self._closing.is_set():
             self._wake.wait()
             self._wake.clear()
-            self._closed.wait(self._delay_s)  # gather a batch; close() cuts it short
+            self._closing.wait(self._delay_s)  # gather a batch; close() cuts it short
             with self._writing:
                 self._drain()
             self._write_now()  # what a caller left while this thread held the lock
@@ -251,7 +251,7 @@ class BatchingHandler(logging.Handler):
         self.target.setFormatter(fmt)
 
     def close(self) -> None:
-        self._closed.set()
+        self._closing.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(CLOSE_WAIT_S)
