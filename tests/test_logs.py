@@ -8,6 +8,8 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from recommender.cli.logs import JsonFormatter, TextFormatter, fields
 
 
@@ -164,3 +166,39 @@ def test_access_lines_wait_a_moment_and_go_out_together_warnings_at_once() -> No
     handler.close()
     logger.info("after", extra={"i": -2})
     assert json.loads(stream.getvalue().splitlines()[-1])["i"] == -2
+
+
+def test_a_line_that_cannot_be_formatted_does_not_stop_the_writer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer reports it (logging's handleError) and writes the batch's other lines and
+    the later ones."""
+    import time
+
+    from recommender.cli.logs import BatchingHandler
+
+    class Fussy(JsonFormatter):
+        def format(self, record: logging.LogRecord) -> str:
+            if getattr(record, "i", None) == 1:
+                raise RecursionError("a formatter gone wrong")
+            return super().format(record)
+
+    reported: list[logging.LogRecord] = []
+    stream = io.StringIO()
+    target = logging.StreamHandler(stream)
+    target.setFormatter(Fussy())
+    monkeypatch.setattr(target, "handleError", reported.append)
+    handler = BatchingHandler(target, delay_s=0.05, defer=frozenset({"recommender.test.fussy"}))
+    logger = logging.Logger("recommender.test.fussy")
+    logger.addHandler(handler)
+    def written() -> list[int]:
+        return [json.loads(x)["i"] for x in stream.getvalue().splitlines()]
+
+    for batch in ((0, 1, 2), (3,)):
+        for i in batch:
+            logger.info("line", extra={"i": i})
+        deadline = time.monotonic() + 5
+        while batch[-1] not in written() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert written() == [0, 2, 3]
+    assert [getattr(r, "i", None) for r in reported] == [1]
+    handler.close()

@@ -211,9 +211,14 @@ class BatchingHandler(logging.Handler):
             self._wake.wait()
             self._wake.clear()
             self._closing.wait(self._delay_s)  # gather a batch; close() cuts it short
-            with self._writing:
-                self._drain()
-            self._write_now()  # what a caller left while this thread held the lock
+            try:
+                with self._writing:
+                    self._drain()
+                self._write_now()  # what a caller left while this thread held the lock
+            except Exception:
+                # _write reports a line it cannot format or write (handleError); nothing
+                # else may stop the writer, or the next access lines would wait for a warning.
+                continue
 
     def _drain(self) -> None:
         """Writes what is queued; called with `_writing` held."""
@@ -230,9 +235,7 @@ class BatchingHandler(logging.Handler):
         for record in batch:
             try:
                 lines.append(target.format(record) + target.terminator)
-            except RecursionError:
-                raise
-            except Exception:
+            except Exception:  # reported, and the batch's other lines still written
                 target.handleError(record)
         with target.lock or _NO_LOCK:
             # One write: a line-buffered stream (stderr) makes a system call per write.

@@ -22,10 +22,11 @@ _json_of: dict[int, tuple[tuple[Any, ...], str]] = {}
 
 
 def to_json(value: Any) -> str:
-    """JSON columns' serializer: `json.dumps`, except that a tuple (an immutable value, like
-    a decision's ladder, which mapping.py stores as one) is serialized once for all the rows
-    that carry it. A decision the use cases' memo answers again is stored with each answer;
-    its ladder's JSON was about 13 us of a row's 30 us in SQLite's executemany."""
+    """JSON columns' serializer: `json.dumps`, except that a tuple's text is made once for all
+    the rows that carry the same tuple (mapping.py stores a decision's ladder as a tuple and
+    never changes it; a list or a dict may change between two rows, so it is serialized every
+    time). A decision the use cases' memo answers again is stored with each answer; its
+    ladder's JSON was about 13 us of a row's 30 us in SQLite's executemany."""
     if type(value) is not tuple:
         return json.dumps(value)
     entry = _json_of.get(id(value))
