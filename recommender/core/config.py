@@ -177,7 +177,9 @@ Evaluation; with ONLINE_PRIOR_DF's count), OOMs and memory against the oracle: G
 60 became 52, each with less memory than VPA; the input-dependent draws no worse (README).
 Tried (an OOM's cost as slices + whole GPUs; the same runs, before the count): 12 + 1, 57 step
 OOMs and GenTD26 1.41x; 8 + 2, 56 and 1.39x but the input-dependent draws 1.24-1.35x; 4 + 3,
-57 and 1.38x; 0 + 4, 59 and 1.36x; 0 + 5, 50 and 1.38x."""
+57 and 1.38x; 0 + 4, 59 and 1.36x; 0 + 5, 50 and 1.38x. Again with the count (first-run OOMs
+on step seeds 3/7/8/11 against VPA's 10/14/8/17): 5, 11/17/9/10 and GenTD26 1.38x; 6,
+10/15/8/10 and 1.40x; 7, 10/12/8/10 but 1.42x, and seed 7's memory above VPA's."""
 
 ESTIMATE_QUANTILE = 0.95
 """The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice
