@@ -27,6 +27,7 @@ from recommender.core.domain import (
     Strategy,
     pool_profiles_problem,
 )
+from recommender.core.identity import ByIdentity
 from recommender.core.placement import GpuState
 
 
@@ -121,13 +122,15 @@ def resolve_profile(model: GpuModel, name: str, field: str) -> MigProfile:
     return profile
 
 
-_NODES: dict[int, tuple[GpuModel, dict[bytes, Node]]] = {}
+_OWNERS = 64
+"""Catalogs or GPU models with a table of their own below (a bound for tests, which make many)."""
+_NODES: ByIdentity[GpuModel, dict[bytes, Node]] = ByIdentity(_OWNERS)
 _NODES_MAX = 8192
 """Nodes converted, by GPU model and the node message's bytes. The runner lists a pool's
 nodes on every Recommend and most of them have not changed since the last call: the same
 bytes give the same (immutable, validated) Node, with the placements the policy already
 worked out for it (`Node.placements`). At most _NODES_MAX per model (a few KB each)."""
-_GPUS: dict[int, tuple[GpuModel, dict[bytes, GpuState]]] = {}
+_GPUS: ByIdentity[GpuModel, dict[bytes, GpuState]] = ByIdentity(_OWNERS)
 _GPUS_MAX = 16384
 """GPU states converted, by GPU model and the GPU message's bytes without its uuid: what it
 holds (`_occupancies`). The GPUs of a pool are in few states (what MIG layouts allow, in
@@ -136,17 +139,17 @@ and a lookup per GPU, and what the policy works out for a GPU state (`GpuState.a
 serves every GPU in it. (A client listing many odd states fills the table: it starts over.)
 The converted states are anonymous (uuid ""): the decision names a node, never a GPU, and
 every reason a GPU could be refused for is checked here, with the field's path."""
-_SHAPES: dict[int, tuple[GpuModel, dict[tuple[bytes, ...], tuple[tuple[GpuState, ...],
-                                                                  dict[Any, Any]]]]] = {}
+_SHAPES: ByIdentity[GpuModel, dict[tuple[bytes, ...], tuple[tuple[GpuState, ...],
+                                                            dict[Any, Any]]]] = ByIdentity(_OWNERS)
 _SHAPES_MAX = 8192
 """Node shapes, by GPU model and the states of its GPUs in order: nodes of one shape share their
 GPUs tuple and the policy's answers (`Node.placements`: an answer depends only on the GPU
 states in order), so a listing of many alike nodes is placed once per shape."""
-_POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
+_POOLS: ByIdentity[Catalog, dict[bytes, Pool]] = ByIdentity(_OWNERS)
 _POOLS_MAX = 16
 """Whole pools listing nodes, by catalog and the pool message's bytes: a pool listed again
 unchanged costs one serialisation and a lookup."""
-_BARE_POOLS: dict[int, tuple[Catalog, dict[bytes, Pool]]] = {}
+_BARE_POOLS: ByIdentity[Catalog, dict[bytes, Pool]] = ByIdentity(_OWNERS)
 _BARE_POOLS_MAX = 1024
 """Pools that list no nodes (a model, a strategy, maybe profiles: tens of bytes), likewise: the
 runner sends the same few on every Recommend, and one Pool object per listing lets the use
@@ -157,15 +160,14 @@ R = TypeVar("R", bytes, tuple[bytes, ...])
 V = TypeVar("V")
 
 
-def _interned(tables: dict[int, tuple[K, dict[R, V]]], owner: K) -> dict[R, V]:
+def _interned(tables: ByIdentity[K, dict[R, V]], owner: K) -> dict[R, V]:
     """`owner`'s table (by identity: catalogs and models are few and live as long as the
     server; tests make many, hence the bound)."""
-    entry = tables.get(id(owner))
-    if entry is None or entry[0] is not owner:
-        if len(tables) >= 64:
-            tables.clear()
-        entry = tables[id(owner)] = (owner, {})
-    return entry[1]
+    return tables.get(owner, _new_table)
+
+
+def _new_table(_owner: object) -> dict[Any, Any]:
+    return {}
 
 
 def _intern(known: dict[R, V], raw: R, limit: int, make: Callable[[], V]) -> V:

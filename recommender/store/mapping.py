@@ -15,6 +15,7 @@ from recommender.core.domain import (
     Rung,
     StoredRecommendation,
 )
+from recommender.core.identity import ByIdentity
 from recommender.store.models import ExecutionRow, ModelVersionRow, RecommendationRow
 
 
@@ -85,19 +86,17 @@ DECISIONS_KEPT = 1024
 """Decisions whose columns are kept for their next rows (`_decision_values`): more than the
 use cases' memo keeps, so every decision it answers again is found."""
 
-_decided: dict[int, tuple[Decision, dict[str, Any]]] = {}
-
 
 def _decision_values(d: Decision) -> dict[str, Any]:
     """The columns a decision gives its row, built once per decision object. The use cases'
     memo answers a request seen before with the same Decision, and each answer is a row: its
     ladder's dicts were a sixth of such a Recommend's time in process. The values are shared
-    by those rows and never changed (keyed by identity, and the decision is kept alive with
-    them, so an id cannot be reused while its entry stands)."""
-    entry = _decided.get(id(d))
-    if entry is not None and entry[0] is d:
-        return entry[1]
-    values = dict(
+    by those rows and never changed (core/identity.ByIdentity)."""
+    return _decided.get(d, _columns_of)
+
+
+def _columns_of(d: Decision) -> dict[str, Any]:
+    return dict(
         attempt=d.attempt,
         pool_id=d.rung.pool_id,
         gpu_model=d.rung.gpu_model,
@@ -121,10 +120,9 @@ def _decision_values(d: Decision) -> dict[str, Any]:
         predicted_throughput=d.predicted_throughput,
         oom_chance=d.oom_chance,
     )
-    if len(_decided) >= DECISIONS_KEPT:
-        _decided.clear()  # a bound, not an order: the next few decisions are built again
-    _decided[id(d)] = (d, values)
-    return values
+
+
+_decided: ByIdentity[Decision, dict[str, Any]] = ByIdentity(DECISIONS_KEPT)
 
 
 def recommendation_values(rec: StoredRecommendation) -> dict[str, Any]:
