@@ -60,6 +60,32 @@ def test_the_replay_keeps_each_stated_chance(catalog: Catalog) -> None:
     assert sum(o for _, o in m.stated) <= m.first_oom
 
 
+def test_the_excess_splits_between_the_first_attempt_and_the_ladder() -> None:
+    assert replay.excess_of([20000.0], 10000.0, "history") == [("history", 10000.0)]
+    # An OOM: the first attempt's memory was all spent for nothing; the rungs above it are the
+    # ladder's, beyond the oracle's slice.
+    assert replay.excess_of([10000.0, 20000.0, 40000.0], 20000.0, "population") == [
+        ("population", 10000.0), (replay.LADDER, 40000.0)]
+    # Out of rungs on the largest slice (the oracle's too): the attempt is its source's.
+    assert replay.excess_of([80000.0], 80000.0, "fallback") == [("fallback", 0.0)]
+
+
+def test_the_excess_table_adds_up_to_the_reserved_memory_above_the_oracle(
+        catalog: Catalog) -> None:
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    slices = replay.Slices.of(pools)
+    t = trace([9000.0 + 40 * (i % 7) for i in range(30)] + [30000.0])
+    m = replay.replay_service("ours", t, pools, catalog)
+    best = replay.oracle(t, slices)
+    assert sum(m.excess_gbh.values()) == pytest.approx(m.reserved_gbh - best.reserved_gbh)
+    # Its first runs on history are the sparse history's; the last one ran out and climbed.
+    sparse = m.first_from.get(replay.SPARSE, 0)
+    assert 0 < sparse < replay.SPARSE_RUNS
+    assert m.first_from.get("history", 0) >= 30 - replay.SPARSE_RUNS
+    assert m.first_from[replay.LADDER] == m.first_oom >= 1
+    assert replay.LADDER in replay.excess_table(m, best.reserved_gbh)
+
+
 def test_slices_ladder() -> None:
     s = replay.Slices((5000, 10000, 20000))
     assert s.fit(7000) == 10000 and s.fit(30000) == 20000

@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from recommender.core import config
 from recommender.core.catalog import Catalog
 from recommender.core.domain import (
     Execution,
@@ -60,9 +61,10 @@ class Metrics:
     reserved_gbh: float = 0.0
     slack: list[float] = field(default_factory=list)
     excess_gbh: dict[str, float] = field(default_factory=dict)
-    """Reserved GB-h above the oracle's, by where the first recommendation came from."""
+    """Reserved GB-h above the oracle's, by where it was spent (`excess_of`)."""
     first_from: dict[str, int] = field(default_factory=dict)
-    """Executions by where their first recommendation came from."""
+    """Executions by where their first recommendation came from (and LADDER: executions that
+    went up it)."""
     retrains: list[str] = field(default_factory=list)
     """What each run of the retraining job did (the service's replays only)."""
     stated: list[tuple[float, bool]] = field(default_factory=list)
@@ -252,6 +254,26 @@ RETRAIN_AT = (0.3, 0.5, 0.7, 0.9)
 """Where in the sequence the retraining job runs: the maintainers' protocol (issue 11)."""
 
 
+SPARSE_RUNS = config.ONLINE_MIN_SAMPLES_OVER_LEARNED
+SPARSE = f"history, sparse (its first {SPARSE_RUNS} runs)"
+"""The excess table's name for history-based first recommendations of an action with fewer
+than SPARSE_RUNS executions before it: the service's own line between a history it trusts over
+a learned model and one it does not."""
+LADDER = "ladder (the rungs after an OOM)"
+
+
+def excess_of(attempts: Sequence[float], oracle_mib: float, source: str
+              ) -> list[tuple[str, float]]:
+    """One execution's memory above the oracle's slice (MiB, per hour of the run), split by
+    where it was spent: the first attempt to `source` (all of it when it ran out of memory,
+    else what it held beyond the oracle's slice), the rungs after it to LADDER (beyond the
+    oracle's slice, which the last rung holds at least). The parts add up to the attempts'
+    memory less the oracle's."""
+    if len(attempts) == 1:
+        return [(source, attempts[0] - oracle_mib)]
+    return [(source, attempts[0]), (LADDER, sum(attempts[1:]) - oracle_mib)]
+
+
 def retrain_points(n: int, retrain_at: Sequence[float] = (), retrain_every: int = 0
                    ) -> set[int]:
     """Indices of the executions before which the retraining job runs: each fraction of
@@ -278,6 +300,8 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
     m = Metrics(name)
     slices = Slices.of(pools)
     points = retrain_points(len(trace), retrain_at, retrain_every)
+    runs: dict[str, int] = {}
+    """Executions of each action replayed so far."""
     start = runner or (lambda: in_process(catalog, database_url))
     with start() as service:
         for i, e in enumerate(trace):
@@ -305,9 +329,12 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
             m.add(attempts, e.peak_mib, e.duration_h, served)
             source = (first.source if first.source != "model"
                       else f"model ({first.model_version})")
-            m.excess_gbh[source] = m.excess_gbh.get(source, 0.0) + (
-                sum(attempts) - slices.fit(e.peak_mib)) / 1024 * e.duration_h
-            m.first_from[source] = m.first_from.get(source, 0) + 1
+            if source == "history" and runs.get(e.action_id, 0) < SPARSE_RUNS:
+                source = SPARSE
+            runs[e.action_id] = runs.get(e.action_id, 0) + 1
+            for where, mib in excess_of(attempts, slices.fit(e.peak_mib), source):
+                m.excess_gbh[where] = m.excess_gbh.get(where, 0.0) + mib / 1024 * e.duration_h
+                m.first_from[where] = m.first_from.get(where, 0) + 1
             if first.oom_chance > 0:
                 m.stated.append((first.oom_chance, attempts[0] < e.peak_mib))
             service.record_execution(Execution(
@@ -347,10 +374,12 @@ def table(results: Sequence[Metrics], oracle_gbh: float) -> str:
 
 
 def excess_table(m: Metrics, oracle_gbh: float) -> str:
-    """Where the service's reserved memory above the oracle comes from, by the source of each
-    execution's first recommendation (a failed attempt's memory counts to that source too)."""
+    """Where the service's reserved memory above the oracle comes from: by the source of each
+    execution's first recommendation (its memory beyond the oracle's slice, or all of it when
+    it ran out), history split at SPARSE_RUNS of the action's executions, and the ladder's
+    rungs after an OOM (`excess_of`)."""
     total = sum(m.excess_gbh.values())
-    lines = ["| first recommendation from | executions | excess GB-h | share of the excess | "
+    lines = ["| spent by | executions | excess GB-h | share of the excess | "
              "x oracle |", "|---|---|---|---|---|"]
     for source, gbh in sorted(m.excess_gbh.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {source} | {m.first_from.get(source, 0):,} | {gbh:,.0f} | "
@@ -385,6 +414,7 @@ def calibration_table(m: Metrics) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BASELINES", "CHANCE_BINS", "RETRAIN_AT", "InProcessRunner", "Metrics",
-           "RunnerFactory", "Slices", "calibration_table", "excess_table", "in_process",
+__all__ = ["BASELINES", "CHANCE_BINS", "LADDER", "RETRAIN_AT", "SPARSE", "InProcessRunner",
+           "Metrics", "RunnerFactory", "Slices", "calibration_table", "excess_of",
+           "excess_table", "in_process",
            "mixed_pools", "oracle", "replay_rule", "replay_service", "retrain_points", "table"]
