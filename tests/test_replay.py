@@ -271,8 +271,10 @@ def test_both_runners_give_comparable_metrics(
     fast = replay.replay_service("fast", new_actions(), pools, catalog, retrain_at=(0.5,))
     assert "promoted against" in fast.retrains[0]
     assert fast.executions == live.executions
-    by_model = {k.split(" ")[0]: v for k, v in fast.first_from.items()}
-    live_by_model = {k.split(" ")[0]: v for k, v in live.first_from.items()}
+    # The ladder's row counts OOMs, compared below.
+    by_model = {k.split(" ")[0]: v for k, v in fast.first_from.items() if k != replay.LADDER}
+    live_by_model = {k.split(" ")[0]: v for k, v in live.first_from.items()
+                     if k != replay.LADDER}
     assert by_model.keys() == live_by_model.keys()
     # The server reads the population again in a thread of its own while the one before
     # serves (in process it is read inline): a new action or two that arrive in that moment

@@ -264,7 +264,7 @@ LADDER = "ladder (the rungs after an OOM)"
 
 def excess_of(attempts: Sequence[float], oracle_mib: float, source: str
               ) -> list[tuple[str, float]]:
-    """One execution's memory above the oracle's slice (MiB, per hour of the run), split by
+    """One execution's memory above the oracle's slice (MiB, each held for the run), split by
     where it was spent: the first attempt to `source` (all of it when it ran out of memory,
     else what it held beyond the oracle's slice), the rungs after it to LADDER (beyond the
     oracle's slice, which the last rung holds at least). The parts add up to the attempts'
