@@ -179,7 +179,8 @@ Tried (an OOM's cost as slices + whole GPUs; the same runs, before the count): 1
 OOMs and GenTD26 1.41x; 8 + 2, 56 and 1.39x but the input-dependent draws 1.24-1.35x; 4 + 3,
 57 and 1.38x; 0 + 4, 59 and 1.36x; 0 + 5, 50 and 1.38x. Again with the count (first-run OOMs
 on step seeds 3/7/8/11 against VPA's 10/14/8/17): 5, 11/17/9/10 and GenTD26 1.38x; 6,
-10/15/8/10 and 1.40x; 7, 10/12/8/10 but 1.42x, and seed 7's memory above VPA's."""
+10/15/8/10 and 1.40x; 7, 10/12/8/10 but 1.42x, and seed 7's memory above VPA's; 4 (2026-12-02),
+14/20/11/10 with seed 7 at 0.50 %, the step change's bar, for GenTD26 1.23 % at 1.37x."""
 
 ESTIMATE_QUANTILE = 0.95
 """The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice
