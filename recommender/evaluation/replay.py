@@ -300,8 +300,7 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
     m = Metrics(name)
     slices = Slices.of(pools)
     points = retrain_points(len(trace), retrain_at, retrain_every)
-    runs: dict[str, int] = {}
-    """Executions of each action replayed so far."""
+    runs: dict[str, int] = {}  # executions of each action replayed so far
     start = runner or (lambda: in_process(catalog, database_url))
     with start() as service:
         for i, e in enumerate(trace):
@@ -416,5 +415,5 @@ def calibration_table(m: Metrics) -> str:
 
 __all__ = ["BASELINES", "CHANCE_BINS", "LADDER", "RETRAIN_AT", "SPARSE", "InProcessRunner",
            "Metrics", "RunnerFactory", "Slices", "calibration_table", "excess_of",
-           "excess_table", "in_process",
-           "mixed_pools", "oracle", "replay_rule", "replay_service", "retrain_points", "table"]
+           "excess_table", "in_process", "mixed_pools", "oracle", "replay_rule",
+           "replay_service", "retrain_points", "table"]
