@@ -12,7 +12,12 @@ import pytest
 
 from recommender.core.catalog import Catalog
 from recommender.evaluation import replay
-from recommender.evaluation.traces import TraceExecution, gentd26_hourly, synthetic
+from recommender.evaluation.traces import (
+    TraceExecution,
+    gentd26_hourly,
+    gentd26_windows,
+    synthetic,
+)
 from tests.conftest import SHARED
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)
@@ -126,6 +131,25 @@ def test_gentd26_loads_hourly_peaks() -> None:
     assert len({e.action_id for e in t}) == 3
     assert all(e.peak_mib > 0 and e.duration_h == 1.0 for e in t)
     assert [e.at for e in t] == sorted(e.at for e in t)
+
+
+@needs_gentd26
+def test_gentd26_windows_split_the_same_samples() -> None:
+    """A window's peak is the largest of the shorter windows inside it: the same samples,
+    regrouped, and each execution lasts its window."""
+    hourly = gentd26_hourly(SHARED / "traces", max_pods=3)
+    quarters = gentd26_windows(SHARED / "traces", max_pods=3, window_minutes=15)
+    assert all(e.duration_h == 0.25 for e in quarters)
+    assert len(hourly) < len(quarters) <= 4 * len(hourly)
+    for e in hourly:
+        inside = [q.peak_mib for q in quarters
+                  if q.action_id == e.action_id and e.at - timedelta(hours=1) < q.at <= e.at]
+        assert max(inside) == e.peak_mib
+    two_hours = gentd26_windows(SHARED / "traces", max_pods=3, window_minutes=120)
+    assert {e.action_id for e in two_hours} == {e.action_id for e in hourly}
+    assert max(e.peak_mib for e in two_hours) == max(e.peak_mib for e in hourly)
+    with pytest.raises(ValueError, match="window_minutes"):
+        gentd26_windows(SHARED / "traces", window_minutes=0)
 
 
 @needs_gentd26

@@ -22,7 +22,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from recommender.evaluation import replay
     from recommender.evaluation.traces import (
         TraceExecution,
-        gentd26_hourly,
+        gentd26_windows,
         shapes,
         step_change,
         synthetic,
@@ -38,10 +38,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if not (traces_dir / "alibaba-gentd26").exists():
             print(f"GenTD26 not found under {traces_dir} (--traces-dir)", file=sys.stderr)
             return 2
+        window = ("each hour an execution with that hour's peak" if args.window_minutes == 60
+                  else f"each {args.window_minutes} minutes an execution with their peak")
         runs.append((
-            "GenTD26 (each pod an action, each hour an execution with that hour's peak; "
+            f"GenTD26 (each pod an action, {window}; "
             "H100-80GB, H100-94GB and H200 pools, mixed strategy)",
-            gentd26_hourly(traces_dir, max_pods=args.max_actions),
+            gentd26_windows(traces_dir, max_pods=args.max_actions,
+                            window_minutes=args.window_minutes),
             ("H100-80GB", "H100-94GB", "H200-141GB"), False))
     if args.trace in ("synthetic", "all"):
         runs.append((

@@ -178,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "../shared/traces"))
     ev.add_argument("--max-actions", type=non_negative, default=0,
                     help="GenTD26: first N pods only; synthetic, shapes: number of actions (40)")
+    ev.add_argument("--window-minutes", type=positive, default=60, metavar="N",
+                    help="GenTD26: each pod's peak over windows of N minutes is an execution "
+                    "lasting N minutes (default 60, the README's table; 15, 30 and 120 show how "
+                    "a result depends on what an execution is)")
     ev.add_argument("--executions", type=positive, default=0,
                     help="executions of the generated workloads (default: synthetic 6,000, "
                     "shapes 5,000)")
