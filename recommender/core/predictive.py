@@ -36,7 +36,7 @@ at 1.375x and 152 at 1.198x. Yet the tails are heavy: over GenTD26's pods, in 15
 windows, a pod's next log peak lands beyond 3.09 times the spread of its weighted history (a
 0.1 % tail for a normal) 1.8 to 3.9 % of the time, whether that spread is taken leave-one-out or
 one step ahead (half-lives 2 and 6; no population prior; histories of one value left out):
-leave- one-out is not what is optimistic. Read per action from its own few dozen runs the shape
+leave-one-out is not what is optimistic. Read per action from its own few dozen runs the shape
 is too uncertain to move a decision. So the tails stay those of the count, and the
 miscalibration above is left stated (`recommender evaluate` prints it under each replay); what
 is left to try is each action held to its own stated chances against its OOMs (the
