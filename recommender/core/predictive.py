@@ -38,9 +38,23 @@ windows, a pod's next log peak lands beyond 3.09 times the spread of its weighte
 one step ahead (half-lives 2 and 6; no population prior; histories of one value left out):
 leave-one-out is not what is optimistic. Read per action from its own few dozen runs the shape
 is too uncertain to move a decision. So the tails stay those of the count, and the
-miscalibration above is left stated (`recommender evaluate` prints it under each replay); what
-is left to try is each action held to its own stated chances against its OOMs (the
-recommendations store what they stated).
+miscalibration above is left stated (`recommender evaluate` prints it under each replay).
+
+Nor did holding each action to its own record (tried 2026-12-03, in process, a prototype not
+kept): its tail multiplied by (1 + O) / (1 + S), S the chances its first recommendations stated
+before the factor and O how many of them ran out of memory (the posterior mean of the ratio of
+seen to stated, one expected OOM of prior). Against the runs above (reserved GB-h on the step
+change, VPA's 15,298/11,286/11,182/14,679):
+- the factor kept within [0.25, 10]: GenTD26 29 OOMs at 1.40x; 15-minute windows 130 at 1.22x;
+  step 11/14/9/10 at 14,575/11,330/10,994/14,073 (from 14,635/11,229/11,061/14,225); generated
+  0.12 % at 1.16x; but shapes 38 OOMs at 1.29x from 15 at 1.35x: the actions that state high
+  chances and have not yet run out are the ones a factor below 1 sends down a slice too soon.
+- within [1, 10] (only ever more cautious): GenTD26 28 at 1.40x; 15-minute windows 130 at
+  1.23x; 2-hour windows 10 at 1.49x (from 11 at 1.48x); step 11/14/9/10 at
+  14,696/11,379/11,075/14,242, seed 7 above VPA's memory; shapes 15 at 1.35x.
+On the finer windows, where it does most, the global D 3, S 0.75 above did more (109 OOMs at
+1.22x) for less memory on GenTD26; on the rest it buys what a larger OOM_WAIT_GPUS buys. An
+action's few OOMs say little about its own tail that the count of its runs has not said.
 
 The t distribution function is the Gaver-Kafadar normal approximation (accurate to about 1e-3
 in probability from 2 degrees of freedom on): cheap enough to evaluate for every profile of
