@@ -16,6 +16,7 @@ from recommender.core.catalog import Catalog
 from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.estimation import POPULATION, Evidence, default_estimator
 from recommender.core.online import (
+    ActionModel,
     ActionModels,
     Design,
     _best_exponents,
@@ -427,6 +428,51 @@ def test_the_learned_spread_moves_in_steps_so_small_moves_refit_nothing() -> Non
     first = models.get("a", samples, base)
     assert models.get("a", samples, population(centre * math.sqrt(2) * 1.005)) is first
     assert (models.fitted, models.refinished) == (1, 0)
+
+
+def _precise(action: int, n: int, spread: float = 0.02) -> list[Sample]:
+    """An action whose peak is a footprint plus a cost per batch item, to within `spread`."""
+    rng = random.Random(action)
+    base, per = 1500.0 + 300 * action, 120.0 + 40 * action
+    out = []
+    for i in range(n):
+        batch = float(2 ** rng.randint(0, 6))
+        out.append(run((base + per * batch) * math.exp(rng.gauss(0, spread)), i,
+                       {"batch_size": batch}))
+    return out
+
+
+def test_designs_on_the_inputs_learn_their_prior_spread_from_other_actions() -> None:
+    """The population's spread is the peaks' from run to run, inputs and all (0.25 here): a
+    fair prior for a design without inputs, but it keeps a design on the inputs about a tenth
+    of the need wide for its first dozens of runs when inputs explain the peak to 2 %. Once
+    ONLINE_INPUT_PRIOR_MIN_ACTIONS actions show what such designs leave, a young action's
+    design on the inputs starts from that; never wider than the population's."""
+    models = ActionModels()
+    wide = 0.25
+    for a in range(config.ONLINE_INPUT_PRIOR_MIN_ACTIONS - 1):
+        models.get(f"a{a}", _precise(a, config.ONLINE_INPUT_PRIOR_MIN_RUNS + 10), wide)
+    young = _precise(9, 10)
+    before = models.get("young", young, wide)
+    assert before is not None and before.fits[0].design.features  # no input prior yet
+    last = config.ONLINE_INPUT_PRIOR_MIN_ACTIONS - 1
+    models.get(f"a{last}", _precise(last, config.ONLINE_INPUT_PRIOR_MIN_RUNS + 10), wide)
+    after = models.get("young", young, wide)
+    assert after is not None and after is not before
+
+    def width(model: ActionModel) -> float:
+        p = model.predict({"batch_size": 16.0})
+        assert p is not None and p[1].design.features
+        return p[0].quantile(0.95) / p[0].quantile(0.5)
+
+    assert width(after) - 1 < 0.6 * (width(before) - 1)
+    assert width(after) < 1.1
+    # The same history fitted without it is the wide one: the prior is the only change.
+    alone = fit_action(young, ("batch_size",), wide)
+    assert alone is not None and width(alone) == pytest.approx(width(before))
+    # Never wider than the population's own spread, whatever the input designs leave.
+    tight = models.get("young", young, 0.01)
+    assert tight is not None and width(tight) <= width(after)
 
 
 def test_an_oom_gives_way_to_the_true_peak_of_its_retry(store: SqlStore,

@@ -625,12 +625,16 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str]) -> tuple[_Co
     return tuple(cores)
 
 
-def _model(cores: Sequence[_Core], prior_log_scale: float) -> ActionModel | None:
-    """The designs' fits for this prior scale, best first."""
+def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | None = None
+           ) -> ActionModel | None:
+    """The designs' fits for this prior scale, best first; `input_prior`, when known, is the
+    prior of the designs on the inputs, learned across actions (ONLINE_INPUT_PRIOR_ACTIONS)."""
     if not cores:
         return None
-    fits = [_finish(c, prior_log_scale) for c in cores]
-    posteriors = [f.change_posterior(prior_log_scale) for f in fits]
+    priors = [input_prior if input_prior is not None and c.design.features else prior_log_scale
+              for c in cores]
+    fits = [_finish(c, prior) for c, prior in zip(cores, priors, strict=True)]
+    posteriors = [f.change_posterior(prior) for f, prior in zip(fits, priors, strict=True)]
     ranked = sorted(zip(fits, posteriors, strict=True),
                     key=lambda fp: fp[0].selection_loss(fp[1]))
     # The best design, and the best without inputs (what serves a request that lacks them).
@@ -640,9 +644,25 @@ def _model(cores: Sequence[_Core], prior_log_scale: float) -> ActionModel | None
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
-               prior_log_scale: float) -> ActionModel | None:
+               prior_log_scale: float, input_prior: float | None = None
+               ) -> ActionModel | None:
     """Every design that can be fitted on `samples` (newest first), best first."""
-    return _model(_cores(samples, feature_names), prior_log_scale)
+    return _model(_cores(samples, feature_names), prior_log_scale, input_prior)
+
+
+def input_spread(cores: Sequence[_Core]) -> float | None:
+    """The least spread a design on the inputs leaves about itself on this history, from its
+    own leave-one-out errors alone (no prior), as a share of the need; None without such a
+    design on ONLINE_INPUT_PRIOR_MIN_RUNS executions."""
+    best: float | None = None
+    for c in cores:
+        if not c.design.features or c.shown < config.ONLINE_INPUT_PRIOR_MIN_RUNS:
+            continue
+        spread = math.sqrt(max(c.data_var, 0.0) / c.shown)
+        if not (c.design.log_space or c.design.relative):
+            spread /= max(c.level, 1.0)  # MiB about a need of about `level` MiB
+        best = spread if best is None else min(best, spread)
+    return best
 
 
 def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
@@ -673,6 +693,10 @@ class ActionModels:
         self._cores: OrderedDict[str, tuple[tuple[object, ...], tuple[_Core, ...]]] = (
             OrderedDict())
         self._lock = threading.Lock()
+        self._spreads: OrderedDict[str, float] = OrderedDict()
+        """`input_spread` of the actions fitted last (ONLINE_INPUT_PRIOR_ACTIONS): what the
+        designs on the inputs leave, across actions."""
+        self._input_prior: float | None = None
         self.fitted = 0
         """Refits from the history (every design fitted)."""
         self.refinished = 0
@@ -685,7 +709,11 @@ class ActionModels:
         newest, oldest = samples[0], samples[-1]
         history = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id,
                    oldest.at_s)
-        key = (*history, round(prior_log_scale, 3))
+        with self._lock:
+            input_prior = self._input_prior
+        if input_prior is not None:
+            input_prior = min(input_prior, prior_log_scale)
+        key = (*history, round(prior_log_scale, 3), input_prior)
         with self._lock:
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
@@ -696,8 +724,15 @@ class ActionModels:
         refinish = cores is not None
         if cores is None:
             cores = _cores(samples, common_features(samples))
-        model = _model(cores, prior_log_scale)
+        model = _model(cores, prior_log_scale, input_prior)
+        spread = None if refinish else input_spread(cores)
         with self._lock:
+            if spread is not None:
+                self._spreads[action_id] = spread
+                self._spreads.move_to_end(action_id)
+                while len(self._spreads) > config.ONLINE_INPUT_PRIOR_ACTIONS:
+                    self._spreads.popitem(last=False)
+                self._input_prior = _prior_of(list(self._spreads.values()))
             if refinish:
                 self.refinished += 1
             else:
@@ -712,3 +747,15 @@ class ActionModels:
                 while len(self._cores) > self.max_cores:
                     self._cores.popitem(last=False)
         return model
+
+
+def _prior_of(spreads: Sequence[float]) -> float | None:
+    """The prior spread of designs on the inputs: the median of what they leave across
+    actions, on the population's grid (so a new action's spread rarely moves it, and the
+    fits it keys stay valid), never below POPULATION_MIN_LOG_SCALE; None with too few."""
+    if len(spreads) < config.ONLINE_INPUT_PRIOR_MIN_ACTIONS:
+        return None
+    median = float(np.median(spreads))
+    step = config.POPULATION_SCALE_STEP
+    return max(math.exp(round(math.log(max(median, 1e-6)) / step) * step),
+               config.POPULATION_MIN_LOG_SCALE)
