@@ -78,8 +78,11 @@ ONLINE_INPUT_PRIOR_ACTIONS actions fitted (a bound that keeps the median in micr
 the hot path), on the population's grid, once ONLINE_INPUT_PRIOR_MIN_ACTIONS actions show it,
 and never above the population's spread. Each replica learns it from the actions it fits
 (after a restart, from the first few busy actions). Measured in process against the same
-runs without it: the generated input-dependent workload (seed 7) 8 OOMs at 1.16x the oracle
--> 9 at 1.09x; the shapes workload 15 at 1.34x -> 21 at 1.27x."""
+runs without it: the generated input-dependent workload 8 OOMs at 1.16x the oracle -> 9 at
+1.09x (seed 7), 4 at 1.19x -> 5 at 1.12x (seed 3), and seeds 1 and 2 1.18x -> 1.10x and 1.21x
+-> 1.12x at one more OOM each; the shapes workload 15 at 1.34x -> 21 at 1.27x; the step
+change (seeds 3, 7, 8, 11) and GenTD26 the same OOMs at equal or less memory (over gRPC:
+README, Evaluation)."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions
