@@ -215,6 +215,10 @@ class Target:
     base: str = "trivial echo"
     """The trivial row it is compared with."""
     cpu_target: float | None = TARGET_CPU_RATIO
+    speed_targets: bool = True
+    """Judged on issue 14's p50 and calls/s ratios: Recommend alone is. The runner's pattern is
+    judged on its cache hits (its pair holds a durable commit two echoes do not), the large
+    pool in process (`python -m bench placement`, at most 3 ms)."""
 
 
 def run(args: argparse.Namespace) -> None:
@@ -258,10 +262,11 @@ def run(args: argparse.Namespace) -> None:
         if args.pairs:
             targets += [Target("trivial echo x2", "trivial pair", plain),
                         Target("Recommend + RecordExecution", "pair", plain,
-                               base="trivial echo x2")]
+                               base="trivial echo x2", cpu_target=None,
+                               speed_targets=False)]
         if args.large_nodes:
             targets.append(Target(f"Recommend, {args.large_nodes} nodes", "recommend", large,
-                                  cpu_target=None))
+                                  cpu_target=None, speed_targets=False))
         rows: list[list[object]] = []
         ratio_rows: list[list[object]] = []
         for callers in callers_list:
@@ -302,10 +307,10 @@ def run(args: argparse.Namespace) -> None:
                 checks = []
                 if t.cpu_target is not None:
                     checks.append(f"CPU <= {t.cpu_target:g}x: {verdict(cpu_ratio <= t.cpu_target)}")
-                if callers == 1:
+                if callers == 1 and t.speed_targets:
                     checks.append(f"p50 <= {TARGET_P50_RATIO:g}x: "
                                   f"{verdict(p50_ratio <= TARGET_P50_RATIO)}")
-                if callers >= 16:
+                if callers >= 16 and t.speed_targets:
                     checks.append(f"calls/s >= {TARGET_RATE_RATIO:g}x: "
                                   f"{verdict(rate_ratio >= TARGET_RATE_RATIO)}")
                 if t.kind == "pair":
@@ -331,8 +336,10 @@ def run(args: argparse.Namespace) -> None:
               f"call <= {TARGET_CPU_RATIO:g}x (<= {TARGET_CPU_RATIO_NODES:g}x with "
               f"{args.nodes} listed nodes); with 16 callers >= {TARGET_RATE_RATIO:g}x its "
               f"calls/s; p50 with one caller <= {TARGET_P50_RATIO:g}x; history cache hits >= "
-              f"{TARGET_HIT_RATIO:.0%} in the runner's pattern. Client and server share the "
-              "machine's CPUs.")
+              f"{TARGET_HIT_RATIO:.0%} in the runner's pattern (its pair is judged on that "
+              "alone: it holds a durable commit two echoes do not); the large pool's target is "
+              "in process (`python -m bench placement`, at most 3 ms). Client and server share "
+              "the machine's CPUs.")
 
 
 def growth(server: ServerProcess, db_url: str, request: pb.RecommendRequest, rows: int,
