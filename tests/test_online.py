@@ -485,11 +485,11 @@ def test_the_learned_input_spread_forgets_the_actions_fitted_longest_ago(
     models = ActionModels()
     models.get("thin", _precise(0, 10), 0.25)  # too few runs to show its spread
     models.get("plain", [run(3000 + 10 * (i % 3), i) for i in range(40)], 0.25)  # no inputs
-    assert models._input_prior is None
+    assert models.input_prior is None
     for a in range(5):
         models.get(f"a{a}", _precise(a, 30, spread=0.02 if a < 2 else 0.3), 0.5)
     assert list(models._spreads) == ["a2", "a3", "a4"]
-    assert models._input_prior is not None and models._input_prior > 0.1  # the noisy ones
+    assert models.input_prior is not None and models.input_prior > 0.1  # the noisy ones
 
 
 def test_an_oom_gives_way_to_the_true_peak_of_its_retry(store: SqlStore,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
@@ -195,3 +196,28 @@ def test_database_password_never_reaches_the_log(postgres_url: str, tmp_path: Pa
     out, err = proc.communicate(timeout=30)
     assert "s3cret-pw" not in out + err and "adm1n-t0ken" not in out + err
     assert "***" in err
+
+
+def test_the_learned_priors_are_metrics(catalog: Catalog) -> None:
+    """An operator sees what a replica expects of an action it knows little of: the
+    population's spread once read, and the spread of designs on the inputs once five actions
+    show it; neither before."""
+    from recommender.cli.serve import prior_gauges
+    from tests.builders import T0, execution
+    from tests.fakes import InMemoryStore
+    from tests.test_online import _precise
+
+    uc = UseCases(InMemoryStore(), catalog=catalog, clock=lambda: T0)
+    assert list(prior_gauges(uc)) == []
+    for a in range(3):
+        for k in range(3):
+            uc.record_execution(execution(f"e{a}-{k}", f"act-{a}", peak=3000.0 * (1 + 0.5 * k),
+                                          at=T0 - timedelta(hours=k)))
+    population = uc.memory_population()
+    assert population is not None
+    for a in range(5):
+        uc.action_models.get(f"in-{a}", _precise(a, 30), population.log_scale)
+    values = {dict(labels)["designs"]: value for name, kind, _, labels, value
+              in prior_gauges(uc) if name == "recommender_prior_spread" and kind == "gauge"}
+    assert values["without inputs"] == population.log_scale
+    assert 0.0 < values["on inputs"] < 0.1 <= population.log_scale

@@ -16,7 +16,9 @@ from recommender.core import config
 
 if TYPE_CHECKING:
     from recommender.core.cache import ActionCache
+    from recommender.core.usecases import UseCases
     from recommender.learning.serving import ModelHolder
+    from recommender.rpc.metrics import Sample as MetricSample
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +74,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cache.enabled = False
         listener = ActionListener(engine, cache, origin=store.origin)
         listener.start()
+    usecases = UseCases(store, catalog=catalog, learned=learned.current, cache=cache,
+                        population_in_background=True)
     if args.metrics_port >= 0:
-        _collect_metrics(learned, cache)
+        _collect_metrics(learned, cache, usecases)
         serve_metrics(args.metrics_host, args.metrics_port)
     freeze_startup_heap()
     try:
-        running = start(UseCases(store, catalog=catalog, learned=learned.current, cache=cache,
-                                  population_in_background=True),
-                        catalog, host=args.host, port=port, admin_token=admin_token, tls=tls,
-                        max_workers=args.rpc_threads or config.RPC_THREADS)
+        running = start(usecases, catalog, host=args.host, port=port, admin_token=admin_token,
+                        tls=tls, max_workers=args.rpc_threads or config.RPC_THREADS)
     except (OSError, RuntimeError) as e:  # taken since check_bindable: gRPC says only "failed"
         learned.stop()
         raise ConfigError(f"--port {port} (RECOMMENDER_PORT): cannot listen on "
@@ -134,10 +136,10 @@ def check_bindable(host: str, port: int) -> None:
                               ) from None
 
 
-def _collect_metrics(learned: ModelHolder, cache: ActionCache) -> None:
+def _collect_metrics(learned: ModelHolder, cache: ActionCache, usecases: UseCases) -> None:
     from recommender.rpc.metrics import METRICS
 
-    def gauges() -> Iterator[tuple[str, str, str, tuple[tuple[str, str], ...], float]]:
+    def gauges() -> Iterator[MetricSample]:
         current = learned.current()
         yield ("recommender_model_version_info", "gauge",
                "The learned model version serving (1), none when version=\"\".",
@@ -147,5 +149,21 @@ def _collect_metrics(learned: ModelHolder, cache: ActionCache) -> None:
         yield ("recommender_history_cache_misses_total", "counter",
                "Recommend calls that read the action's history from the database.", (),
                cache.misses)
+        yield from prior_gauges(usecases)
 
     METRICS.collect(gauges)
+
+
+def prior_gauges(usecases: UseCases) -> Iterator[MetricSample]:
+    """What this replica has learned to expect of an action it knows little of: the spreads
+    its young actions are shrunk towards (an operator's view of the cold start)."""
+    text = ("Learned prior spread of an action's per-worker peak, in log (0.1 = about 10 %): "
+            "the population's run to run (designs without inputs), and what designs on the "
+            "request's inputs leave (once enough actions show it).")
+    population = usecases.population
+    if population is not None:
+        yield ("recommender_prior_spread", "gauge", text, (("designs", "without inputs"),),
+               population.log_scale)
+    inputs = usecases.action_models.input_prior
+    if inputs is not None:
+        yield ("recommender_prior_spread", "gauge", text, (("designs", "on inputs"),), inputs)

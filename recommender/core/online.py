@@ -702,6 +702,13 @@ class ActionModels:
         self.refinished = 0
         """Refits for a new prior scale on a history whose cores were kept."""
 
+    @property
+    def input_prior(self) -> float | None:
+        """The prior spread of designs on the inputs learned so far (ONLINE_INPUT_PRIOR_*),
+        before the population's caps it; None until enough actions show it."""
+        with self._lock:
+            return self._input_prior
+
     def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float
             ) -> ActionModel | None:
         if not samples:

@@ -186,6 +186,11 @@ class UseCases:
         self.catalog = catalog or load_catalog()
         self.throughput_population = PopulationCache(self.catalog, self._throughput_rows, clock)
 
+    @property
+    def population(self) -> Population | None:
+        """The memory population read last, without reading it (metrics)."""
+        return self._population
+
     def memory_population(self) -> Population | None:
         """What other actions say about a new one, read again now and then (POPULATION_*):
         by one reader at a time, the others meanwhile use what was read before. Only the
