@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from recommender.core import config
 from recommender.core.domain import Outcome, Sample
+from recommender.core.population import on_grid
 from recommender.core.predictive import Predictive, t_quantile
 
 FloatArray = NDArray[np.float64]
@@ -644,10 +645,9 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
-               prior_log_scale: float, input_prior: float | None = None
-               ) -> ActionModel | None:
+               prior_log_scale: float) -> ActionModel | None:
     """Every design that can be fitted on `samples` (newest first), best first."""
-    return _model(_cores(samples, feature_names), prior_log_scale, input_prior)
+    return _model(_cores(samples, feature_names), prior_log_scale)
 
 
 def input_spread(cores: Sequence[_Core]) -> float | None:
@@ -717,11 +717,9 @@ class ActionModels:
         history = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id,
                    oldest.at_s)
         with self._lock:
-            input_prior = self._input_prior
-        if input_prior is not None:
-            input_prior = min(input_prior, prior_log_scale)
-        key = (*history, round(prior_log_scale, 3), input_prior)
-        with self._lock:
+            input_prior = (None if self._input_prior is None
+                           else min(self._input_prior, prior_log_scale))
+            key = (*history, round(prior_log_scale, 3), input_prior)
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
@@ -762,7 +760,4 @@ def _prior_of(spreads: Sequence[float]) -> float | None:
     fits it keys stay valid), never below POPULATION_MIN_LOG_SCALE; None with too few."""
     if len(spreads) < config.ONLINE_INPUT_PRIOR_MIN_ACTIONS:
         return None
-    median = float(np.median(spreads))
-    step = config.POPULATION_SCALE_STEP
-    return max(math.exp(round(math.log(max(median, 1e-6)) / step) * step),
-               config.POPULATION_MIN_LOG_SCALE)
+    return max(on_grid(max(float(np.median(spreads)), 1e-6)), config.POPULATION_MIN_LOG_SCALE)

@@ -67,7 +67,7 @@ def _spread(values: Sequence[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _on_grid(scale: float) -> float:
+def on_grid(scale: float) -> float:
     """The nearest point of a grid POPULATION_SCALE_STEP apart in log: a read that moves the
     median spread by less than its own sampling error leaves every action's prior where it
     was, so their fitted models stay valid instead of being finished again."""
@@ -96,7 +96,7 @@ def build_population(samples: Sequence[PopulationSample]) -> Population:
             ratios.append(logs[0] - math.log(declared))
     log_scale = (statistics.median(spreads) if spreads
                  else config.POPULATION_DEFAULT_LOG_SCALE)
-    log_scale = _on_grid(max(log_scale, config.POPULATION_MIN_LOG_SCALE))
+    log_scale = on_grid(max(log_scale, config.POPULATION_MIN_LOG_SCALE))
     enough = config.POPULATION_MIN_ACTIONS
     return Population(
         actions=len(by_action),
