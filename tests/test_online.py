@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -634,6 +635,74 @@ def test_the_shared_fit_is_the_least_squares_of_each_design() -> None:
                 need = fit.predict({})
                 assert need is not None
                 plain = Predictive(ref[0], ref[1] * math.sqrt(1.0 + ref[5]), ref[2],
-                                   fit.design.log_space)
+                                   fit.design.log_space, own=fit.own)
                 assert need.quantile(0.95) == pytest.approx(plain.quantile(0.95), rel=1e-9)
     assert judged >= 5  # designs on the inputs were fitted and judged in many trials
+
+
+def _two_modes(n: int, heavy_share: float = 0.2, seed: int = 3) -> list[Sample]:
+    """A steady action whose every fifth run or so is 1.6 times heavier (an input the request
+    does not reveal)."""
+    rng = random.Random(seed)
+    return [run(6000 * (1.6 if rng.random() < heavy_share else 1.0)
+                * math.exp(rng.gauss(0, 0.03)), i) for i in range(n)]
+
+
+def test_an_action_in_two_modes_gets_the_tail_its_runs_show() -> None:
+    """The t fitted to two modes puts the heavy mode far in its tail; the action's own errors
+    say a fifth of its runs are there. The chance of running out of a slice just under the
+    heavy mode rises past what makes the next slice worth its memory (2.4 % for 20 GB over
+    10 GB on an 80 GB card, OOM_WAIT_GPUS), from well under it."""
+    model = fit_action(_two_modes(150), (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    assert need.own is not None
+    alone = replace(need, own=None)
+    slice_mib = 8500.0  # above the light mode, below the heavy one (9,600)
+    assert alone.survival(slice_mib) < 0.01
+    assert 0.025 < need.survival(slice_mib) < 0.2
+    assert need.quantile(0.97) > slice_mib > alone.quantile(0.97)
+    # far above both modes it still has a tail (each error a kernel, and the t's share)
+    assert 0 < need.survival(12000) < 0.01
+
+
+def test_where_the_t_holds_the_own_tail_moves_little() -> None:
+    model = fit_action(_steady(150, spread=0.08), (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    assert need.own is not None
+    alone = replace(need, own=None)
+    for q in (0.9, 0.95, 0.99):
+        assert need.quantile(q) == pytest.approx(alone.quantile(q), rel=0.03)
+
+
+def test_a_young_action_is_mostly_the_t() -> None:
+    """Three runs weigh three against the t's thirty (ONLINE_TAIL_PRIOR)."""
+    model = fit_action(_two_modes(3, heavy_share=0.0), (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    alone = replace(need, own=None)
+    for q in (0.9, 0.99):
+        assert need.quantile(q) == pytest.approx(alone.quantile(q), rel=0.05)
+
+
+def test_old_errors_below_a_grown_level_do_not_thin_the_tail() -> None:
+    """Memory that grew within the action's life: its oldest runs sit far below the present
+    level. Only the errors above the median shape the tail, so they do not make the t's
+    tail look too heavy."""
+    rng = random.Random(2)
+    grown = [run(6000 * math.exp(0.004 * (200 - i) + rng.gauss(0, 0.05)), i)
+             for i in range(200)]
+    model = fit_action(grown, (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    alone = replace(need, own=None)
+    assert need.quantile(0.97) >= 0.97 * alone.quantile(0.97)

@@ -152,6 +152,26 @@ batch x side^2 beside an idle input 1.43x -> 1.33x; attention (batch x sequence 
 sequence^2 together) 1.45x -> 1.39x; the generated input-dependent workload's seed 2 1.26x ->
 1.21x, all at equal or fewer OOMs but the 12 % noise (0.14 -> 0.22 %)."""
 
+ONLINE_TAIL_PRIOR = 30.0
+ONLINE_TAIL_SPAN = 4.0
+"""An action's own errors correct the t's upper tail (predictive.OwnTail): the t counts as
+ONLINE_TAIL_PRIOR executions beside them, and they are weighed with half-lives ONLINE_TAIL_SPAN
+times the fit's (24 executions for a level, 48 for a design on the inputs: a tail's shape needs
+more runs than a level, and changes more slowly). Why: peaks in two modes (a heavier input now
+and then that the request does not reveal) are a tail no t has. On a scratch workload of that
+kind (30 actions, 4,000 runs, 10 to 40 % of an action's runs 1.3 to 1.9 times heavier), three
+draws, in process: without it 42/44/29 first-run OOMs at 1.41/1.24/1.40x the oracle, VPA's
+20/9/13 at 1.50/1.32/1.50x; with it 18/18/18 at 1.45/1.27/1.44x. Where the t holds it moves
+little: step change seeds 3/7/8/11 11/17/9/10 -> 12/17/9/10 OOMs at 14,630/11,221/11,061/14,222
+-> 14,645/11,257/11,053/14,221 GB-h; generated input-dependent (seed 7) 9 OOMs at 1.09x, the
+same; shapes 18 OOMs at 1.27x (20 at 1.26x over gRPC before); heavy-tailed (t with 3 df) and
+short-lived scratch actions within one OOM. Its cost is GenTD26: 28 -> 30 OOMs, 1.385 ->
+1.395x. Tried and not kept (the same runs): every error at the fit's own weights (a window of
+17 effective runs is too few for a tail: 39 OOMs on the first draw), the errors as points
+rather than kernels (no tail past the largest error seen: GenTD26 38 OOMs), with the t 10
+executions (GenTD26 33 at 1.40x), and only ever raising the t's tail (GenTD26 27 at 1.42x, step
+seed 7 above VPA's memory)."""
+
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
 the action's level: far outside the inputs it saw, a prediction near zero must not make a

@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from recommender.core import config
 from recommender.core.domain import Outcome, Sample
 from recommender.core.population import on_grid
-from recommender.core.predictive import Predictive, t_quantile
+from recommender.core.predictive import OwnTail, Predictive, own_tail, t_quantile
 
 FloatArray = NDArray[np.float64]
 T = TypeVar("T", float, FloatArray)
@@ -121,6 +121,8 @@ class Fit:
     mean_level_mib: float
     residuals: Residuals | None = field(default=None, compare=False, repr=False)
     """What a level change is judged on (`with_changes`); a few numbers, not the history."""
+    own: OwnTail | None = field(default=None, compare=False, repr=False)
+    """The tail its own errors show (`with_own_tail`); only on a fit that may serve."""
     changes: tuple[tuple[float, float, float], ...] = ()
     """(probability, shift, variance of the shift) in log MiB: the action's level may have moved
     in its last executions by that much (`_level_changes`)."""
@@ -184,7 +186,7 @@ class Fit:
         leverage = float(z @ z)
         scale = self.scale * size * math.sqrt(1.0 + leverage)
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
-                          changes=self._shifted(loc, scale))
+                          changes=self._shifted(loc, scale), own=self.own)
 
     def _shifted(self, loc: float, scale: float) -> tuple[tuple[float, float, float], ...]:
         """Each level change as a component in the design's own space: in log MiB the shift
@@ -374,6 +376,10 @@ class _Core:
     older_judged: FloatArray
     """The judge's total less its newest m, for m up to the lookback (`Fit.older_losses`)."""
     residuals: Residuals | None
+    loo: FloatArray
+    """Leave-one-out errors in the design's units (a share of the size for a relative one)."""
+    tail_weights: FloatArray
+    """Their weights for the tail (`_tail_weights`)."""
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
@@ -467,7 +473,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
                  np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
-                 Residuals.of(log_loo, w_ok))
+                 Residuals.of(log_loo, w_ok), loo, _tail_weights(w_ok))
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
@@ -490,6 +496,24 @@ def _finish(core: _Core, prior_log_scale: float) -> Fit:
     older = (loss * judged - np.cumsum(weighed[:lookback])) / core.older_judged
     return Fit(design, core.coef, core.r_inv, scale, df, loss, older, int(y_mib.shape[0]),
                core.level, core.residuals)
+
+
+def _tail_weights(w: FloatArray) -> FloatArray:
+    """The fit's weights with half-lives ONLINE_TAIL_SPAN times longer, summing to their
+    effective count; those below a thousandth of the newest's are left out (they would not
+    move a tail, and the memo keeps nothing of them)."""
+    t = (w / max(float(w.max()), 1e-300)) ** (1.0 / config.ONLINE_TAIL_SPAN)
+    t = np.where(t >= 1e-3, t, 0.0)
+    return t * (float(t.sum()) / max(float(t @ t), 1e-300))
+
+
+def _own_tail(core: _Core, fit: Fit) -> OwnTail | None:
+    """The tail the design's own leave-one-out errors show, in units of its scale."""
+    if core.loo.shape[0] < 2 or fit.scale <= 0:
+        return None
+    keep = core.tail_weights > 0
+    return own_tail(core.loo[keep] / fit.scale, core.tail_weights[keep],
+                    config.ONLINE_TAIL_PRIOR)
 
 
 def _lookback(n: int) -> int:
@@ -636,12 +660,13 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
               for c in cores]
     fits = [_finish(c, prior) for c, prior in zip(cores, priors, strict=True)]
     posteriors = [f.change_posterior(prior) for f, prior in zip(fits, priors, strict=True)]
-    ranked = sorted(zip(fits, posteriors, strict=True),
-                    key=lambda fp: fp[0].selection_loss(fp[1]))
+    ranked = sorted(zip(fits, posteriors, cores, strict=True),
+                    key=lambda fpc: fpc[0].selection_loss(fpc[1]))
     # The best design, and the best without inputs (what serves a request that lacks them).
-    serving = {0, next((i for i, (f, _) in enumerate(ranked) if not f.design.features), 0)}
-    return ActionModel(tuple(f.with_changes(post) if i in serving else f
-                             for i, (f, post) in enumerate(ranked)))
+    serving = {0, next((i for i, (f, _, _) in enumerate(ranked) if not f.design.features), 0)}
+    return ActionModel(tuple(
+        replace(f.with_changes(post), own=_own_tail(core, f)) if i in serving else f
+        for i, (f, post, core) in enumerate(ranked)))
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],

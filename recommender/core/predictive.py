@@ -64,9 +64,12 @@ every pool on every Recommend, with no SciPy in the core.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
 
 from recommender.core import config
 
@@ -98,6 +101,60 @@ def t_quantile(q: float, df: float) -> float:
     return _z_to_t(_NORMAL.inv_cdf(min(max(q, 1e-12), 1 - 1e-12)), df)
 
 
+_GRID = np.linspace(0.0, 10.0, 41)
+"""Where an action's own tail is tabulated, in units of its scale above its median."""
+_NORMAL_AT = np.linspace(-40.0, 40.0, 16001)
+_NORMAL_TAIL = np.array([0.5 * math.erfc(v / math.sqrt(2.0)) for v in _NORMAL_AT])
+"""The normal survival on a fine grid: a kernel's tail by interpolation, with no SciPy."""
+
+
+@dataclass(frozen=True)
+class OwnTail:
+    """The upper tail an action's own errors show, blended into the t's.
+
+    The t is a shape assumed; where an action's peaks come in two modes (a heavier input now and
+    then that the request does not reveal) or are skewed, the share of its runs beyond the
+    t's 3 % point can be two or three times 3 %, run after run, and every slice sized on the t
+    is too small as often. So above the median, the chance of exceeding t scales is the
+    posterior mean with the t as prior worth `prior` executions beside what the action's own
+    errors show (`n`, their effective count): where it has shown a tail the t lacks, the tail
+    is corrected; where it has shown nothing, the t speaks.
+
+    The errors are a density estimate (each a normal kernel), so the tail does not stop at the
+    largest error seen, and only the errors above the median shape it, as a share of them:
+    an action whose memory grows has its oldest errors far below its present level, which
+    would otherwise thin the tail above it."""
+
+    table: NDArray[np.float64] = field(compare=False, repr=False)
+    """The errors' chance of exceeding each point of _GRID, given that they exceed 0."""
+    n: float
+    prior: float
+
+    def survival(self, t: float, parametric: float) -> float:
+        """P(error > t scales), with `parametric` the t's own answer."""
+        if t <= 0.0:
+            return parametric
+        own = 0.5 * float(np.interp(t, _GRID, self.table, right=0.0))
+        return (self.prior * parametric + self.n * own) / (self.prior + self.n)
+
+
+def own_tail(z: NDArray[np.float64], w: NDArray[np.float64], prior: float) -> OwnTail | None:
+    """The tail of errors `z` (in units of the scale) weighed `w` (summing to their effective
+    count): Silverman's bandwidth for a unit spread, the errors shrunk so that the estimate
+    keeps their spread instead of adding the kernel's to it."""
+    total = float(w.sum())
+    if total <= 0.0 or prior <= 0.0:
+        return None
+    h = 1.06 * max(total, 1.0) ** -0.2
+    shrink = 1.0 / math.sqrt(1.0 + h * h)
+    u = (np.concatenate(([0.0], _GRID))[:, None] - z[None, :] * shrink) / (h * shrink)
+    tails = np.interp(u, _NORMAL_AT, _NORMAL_TAIL) @ w / total
+    above = float(tails[0])
+    if above <= 1e-12:
+        return None
+    return OwnTail(tails[1:] / above, total * min(2.0 * above, 1.0), prior)
+
+
 @dataclass(frozen=True)
 class Predictive:
     """need = transform(loc + scale * T_df); transform is exp in log space, identity in MiB.
@@ -114,6 +171,8 @@ class Predictive:
     floor_mib: float = 0.0
     """Known for certain (a recent OOM, a declared figure): no need below it."""
     changes: tuple[tuple[float, float, float], ...] = ()
+    own: OwnTail | None = None
+    """The action's own errors' tail, blended into the main component's above its median."""
 
     def _x(self, mib: float) -> float | None:
         if self.log_space:
@@ -122,7 +181,10 @@ class Predictive:
 
     def _tail(self, x: float) -> float:
         main = 1.0 - sum(p for p, _, _ in self.changes)
-        total = main * _survival(x, self.loc, self.scale, self.df)
+        alone = _survival(x, self.loc, self.scale, self.df)
+        if self.own is not None and self.scale > 0:
+            alone = self.own.survival((x - self.loc) / self.scale, alone)
+        total = main * alone
         for p, loc, scale in self.changes:
             total += p * _survival(x, loc, scale, self.df)
         return total
@@ -137,7 +199,7 @@ class Predictive:
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
         x = self.loc + self.scale * t_quantile(q, self.df)
-        if self.changes:
+        if self.changes or (self.own is not None and q > 0.5):
             x = self._mixture_quantile(q, x)
         mib = math.exp(min(x, 50.0)) if self.log_space else x
         return max(mib, self.floor_mib)
@@ -147,6 +209,10 @@ class Predictive:
         ends = [main] + [loc + scale * t_quantile(q, self.df) for _, loc, scale in self.changes]
         lo, hi = min(ends), max(ends)
         target = 1.0 - q
+        step = max(self.scale, 1e-9)
+        while self._tail(hi) > target and step < 1e6:  # an own tail may reach past the t's
+            hi += step
+            step *= 2.0
         for _ in range(40):
             mid = 0.5 * (lo + hi)
             if self._tail(mid) > target:
