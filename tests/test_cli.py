@@ -325,6 +325,26 @@ def test_evaluate_shapes_replays_each_shape(capsys: pytest.CaptureFixture[str]) 
     assert "other shapes" in out and "| IntelliScale (this service) |" in out
 
 
+def test_evaluate_modes_replays_two_modes_per_action(capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace modes: each action's runs fall in a light and a heavy mode 1.3-1.9x apart, with
+    nothing in the request to tell them; the same seed the same executions."""
+    from recommender.evaluation.traces import modes
+
+    trace = modes(actions=4, executions=800, seed=2)
+    assert len(trace) == 800 and trace == modes(actions=4, executions=800, seed=2)
+    for action in {e.action_id for e in trace}:
+        peaks = sorted(e.peak_mib for e in trace if e.action_id == action)
+        if len(peaks) < 50:
+            continue
+        p5, p50, p95 = (peaks[int(q * (len(peaks) - 1))] for q in (0.05, 0.5, 0.95))
+        assert p95 / p50 > 1.2 > p50 / p5  # a heavy mode above a tight light one
+    code, out, err = in_process(capsys, "evaluate", "--trace", "modes", "--quiet",
+                                "--runner", "in-process", "--retrain-at", "none",
+                                "--executions", "60", "--max-actions", "4")
+    assert code == 0, err
+    assert "two modes" in out and "| IntelliScale (this service) |" in out
+
+
 def test_evaluate_seed_draws_another_workload_from_the_same_generator(
         capsys: pytest.CaptureFixture[str]) -> None:
     """--seed: the same seed replays the same executions (the oracle's row is the same), another

@@ -23,6 +23,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from recommender.evaluation.traces import (
         TraceExecution,
         gentd26_windows,
+        modes,
         shapes,
         step_change,
         synthetic,
@@ -58,6 +59,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
             "code the request does not reveal; A100-80GB and H100-80GB pools)",
             step_change(**seeded(args.seed)), ("A100-80GB", "H100-80GB"), False))
+    if args.trace in ("modes", "all"):
+        runs.append((
+            "two modes (10-40 % of each action's runs need 1.3-1.9x the rest, and the request "
+            "does not say which; A100-80GB and H100-80GB pools)",
+            modes(actions=args.max_actions or 30, executions=args.executions or 4000,
+                  **seeded(args.seed)), ("A100-80GB", "H100-80GB"), False))
     if args.trace in ("shapes", "all"):
         runs.append((
             "input-dependent memory of other shapes (image: base + batch x side^2 beside an idle "

@@ -13,6 +13,7 @@ from pathlib import Path
 from recommender.evaluation.synthetic import (
     SyntheticExecution,
     generate,
+    generate_modes,
     generate_shapes,
     generate_step,
 )
@@ -105,6 +106,12 @@ def step_change(actions: int = 30, executions: int = 4000, seed: int = 11
     """The step-change workload (synthetic.generate_step): a new version of each action's code
     needs more memory from some point on, and the request does not say so."""
     return _generated(generate_step, datetime(2026, 10, 1, tzinfo=UTC), actions, executions,
+                      seed)
+
+
+def modes(actions: int = 30, executions: int = 4000, seed: int = 1) -> list[TraceExecution]:
+    """Peaks in two modes the request does not reveal (synthetic.generate_modes)."""
+    return _generated(generate_modes, datetime(2026, 11, 15, tzinfo=UTC), actions, executions,
                       seed)
 
 
