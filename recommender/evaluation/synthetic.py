@@ -73,7 +73,8 @@ def generate_modes(actions: int, executions: int, *, start: datetime, seed: int 
                    spacing: timedelta = timedelta(minutes=5)) -> Iterator[SyntheticExecution]:
     """Peaks in two modes: 10 to 40 % of an action's runs need 1.3 to 1.9 times the rest (a
     heavier input now and then, a second code path), and nothing in the request says which;
-    a few percent of noise within each mode. No t has that tail: a slice between the modes is
+    a few percent of noise within each mode; no inputs (as GenTD26's pods carry none). No t
+    has that tail: a slice between the modes is
     too small for a fifth of the runs where a t fitted to them says a few percent."""
     rng = random.Random(seed)
     params = []
@@ -84,9 +85,7 @@ def generate_modes(actions: int, executions: int, *, start: datetime, seed: int 
     for i in range(executions):
         name, level, noise, share, heavy = rng.choices(params, weights)[0]
         peak = level * (heavy if rng.random() < share else 1.0) * math.exp(rng.gauss(0.0, noise))
-        size = math.exp(rng.gauss(0.0, 0.5))  # an input size that explains nothing
-        yield SyntheticExecution(name, start + spacing * i, min(peak, 78_000.0),
-                                 {"input_mb": round(100 * size, 3)}, 0.0)
+        yield SyntheticExecution(name, start + spacing * i, min(peak, 78_000.0), {}, 0.0)
 
 
 SHAPES = ("image", "attention", "noisy")
