@@ -56,6 +56,16 @@ On the finer windows, where it does most, the global D 3, S 0.75 above did more 
 1.22x) for less memory on GenTD26; on the rest it buys what a larger OOM_WAIT_GPUS buys. An
 action's few OOMs say little about its own tail that the count of its runs has not said.
 
+What does move decisions is a tail of another shape than any t: peaks in two modes, a fifth
+of an action's runs 1.6 times the rest with nothing in the request to tell which. A t fitted
+to such runs puts the heavy mode three or four scales out, at under 1 %, and a slice between
+the modes runs out of memory for every heavy run (`recommender evaluate --trace modes`: twice
+VPA's OOMs). So above its median the main component's tail is blended with the one the
+action's own leave-one-out errors show (`OwnTail`, ONLINE_TAIL_PRIOR and ONLINE_TAIL_SPAN, with
+the measurements): its runs say what share lies beyond a slice where they have shown it, the t
+where they have not. That is not the per-action t above: it keeps the body and corrects the
+tail only where the runs speak.
+
 The t distribution function is the Gaver-Kafadar normal approximation (accurate to about 1e-3
 in probability from 2 degrees of freedom on): cheap enough to evaluate for every profile of
 every pool on every Recommend, with no SciPy in the core.
