@@ -189,8 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "shapes 5,000, modes 4,000)")
     ev.add_argument("--seed", type=non_negative, default=None,
                     help="seed of the generated workloads (synthetic, step, modes and shapes; "
-                    "default: 7, 11, 1 and 5, the README's tables): other seeds draw other actions, levels and steps "
-                    "from the same generator, to see how a result holds beyond one draw")
+                    "default: 7, 11, 1 and 5, the README's tables): other seeds draw other "
+                    "actions, levels and steps from the same generator, to see how a result "
+                    "holds beyond one draw")
     ev.add_argument("--runner", choices=["grpc", "in-process"], default="grpc",
                     help="grpc (default): a real `recommender serve` in a child process "
                     "called over a loopback socket, executions stamped on the wall clock when "
