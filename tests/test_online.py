@@ -676,8 +676,10 @@ def test_where_the_t_holds_the_own_tail_moves_little() -> None:
     need = found[0]
     assert need.own is not None
     alone = replace(need, own=None)
+    # within a few percent: the t's scale is shrunk towards the population's (0.1 here, above
+    # this action's 0.08), so its own errors are a little narrower than the t says
     for q in (0.9, 0.95, 0.99):
-        assert need.quantile(q) == pytest.approx(alone.quantile(q), rel=0.03)
+        assert need.quantile(q) == pytest.approx(alone.quantile(q), rel=0.05)
 
 
 def test_a_young_action_is_mostly_the_t() -> None:

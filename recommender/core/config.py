@@ -158,10 +158,12 @@ ONLINE_TAIL_SPAN = 4.0
 ONLINE_TAIL_PRIOR executions beside them, and they are weighed with half-lives ONLINE_TAIL_SPAN
 times the fit's (24 executions for a level, 48 for a design on the inputs: a tail's shape needs
 more runs than a level, and changes more slowly). Why: peaks in two modes (a heavier input now
-and then that the request does not reveal) are a tail no t has. On a scratch workload of that
-kind (30 actions, 4,000 runs, 10 to 40 % of an action's runs 1.3 to 1.9 times heavier), three
-draws, in process: without it 42/44/29 first-run OOMs at 1.41/1.24/1.40x the oracle, VPA's
-20/9/13 at 1.50/1.32/1.50x; with it 18/18/18 at 1.45/1.27/1.44x. Where the t holds it moves
+and then that the request does not reveal) are a tail no t has. `recommender evaluate --trace
+modes --runner in-process --seed 1/2/3` (30 actions, 4,000 runs, 10 to 40 % of an action's
+runs 1.3 to 1.9 times heavier): without it 15/50/30 first-run OOMs at 1.37/1.36/1.42x the
+oracle, with it 10/27/20 at 1.37/1.41/1.46x, VPA's 6/8/4 at 1.51/1.49/1.52x. On three draws of
+a scratch generator of the same kind: 42/44/29 at 1.41/1.24/1.40x -> 18/18/18 at
+1.45/1.27/1.44x, VPA's 20/9/13 at 1.50/1.32/1.50x. Where the t holds it moves
 little: step change seeds 3/7/8/11 11/17/9/10 -> 12/17/9/10 OOMs at 14,630/11,221/11,061/14,222
 -> 14,645/11,257/11,053/14,221 GB-h; generated input-dependent (seed 7) 9 OOMs at 1.09x, the
 same; shapes 18 OOMs at 1.27x (20 at 1.26x over gRPC before); heavy-tailed (t with 3 df) and

@@ -122,7 +122,7 @@ class Fit:
     residuals: Residuals | None = field(default=None, compare=False, repr=False)
     """What a level change is judged on (`with_changes`); a few numbers, not the history."""
     own: OwnTail | None = field(default=None, compare=False, repr=False)
-    """The tail its own errors show (`with_own_tail`); only on a fit that may serve."""
+    """The tail its own errors show (`_own_tail`); only on a fit that may serve (`_model`)."""
     changes: tuple[tuple[float, float, float], ...] = ()
     """(probability, shift, variance of the shift) in log MiB: the action's level may have moved
     in its last executions by that much (`_level_changes`)."""

@@ -59,12 +59,12 @@ action's few OOMs say little about its own tail that the count of its runs has n
 What does move decisions is a tail of another shape than any t: peaks in two modes, a fifth
 of an action's runs 1.6 times the rest with nothing in the request to tell which. A t fitted
 to such runs puts the heavy mode three or four scales out, at under 1 %, and a slice between
-the modes runs out of memory for every heavy run (`recommender evaluate --trace modes`: twice
-VPA's OOMs). So above its median the main component's tail is blended with the one the
-action's own leave-one-out errors show (`OwnTail`, ONLINE_TAIL_PRIOR and ONLINE_TAIL_SPAN, with
-the measurements): its runs say what share lies beyond a slice where they have shown it, the t
-where they have not. That is not the per-action t above: it keeps the body and corrects the
-tail only where the runs speak.
+the modes runs out of memory for every heavy run (`recommender evaluate --trace modes`: two
+to seven times VPA's OOMs). So above its median the main component's tail is blended with
+the one the action's own leave-one-out errors show (`OwnTail`; ONLINE_TAIL_PRIOR and
+ONLINE_TAIL_SPAN, with the measurements): its runs say what share lies beyond a slice where
+they have shown it, the t where they have not. That is not the per-action t above: it keeps
+the body and corrects the tail only where the runs speak.
 
 The t distribution function is the Gaver-Kafadar normal approximation (accurate to about 1e-3
 in probability from 2 degrees of freedom on): cheap enough to evaluate for every profile of
@@ -237,9 +237,14 @@ class Predictive:
         ends = [main] + [loc + scale * t_quantile(q, self.df) for _, loc, scale in self.changes]
         lo, hi = min(ends), max(ends)
         target = 1.0 - q
+        # An own tail may reach past the t's quantile, or fall short of it.
         step = max(self.scale, 1e-9)
-        while self._tail(hi) > target and step < 1e6:  # an own tail may reach past the t's
+        while self._tail(hi) > target and step < 1e6:
             hi += step
+            step *= 2.0
+        step = max(self.scale, 1e-9)
+        while self._tail(lo) <= target and step < 1e6:
+            lo -= step
             step *= 2.0
         for _ in range(40):
             mid = 0.5 * (lo + hi)
