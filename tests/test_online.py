@@ -648,18 +648,23 @@ def _two_modes(n: int, heavy_share: float = 0.2, seed: int = 3) -> list[Sample]:
                 * math.exp(rng.gauss(0, 0.03)), i) for i in range(n)]
 
 
+def _with_and_without_own_tail(samples: list[Sample]) -> tuple[Predictive, Predictive]:
+    """The serving need of an action with no inputs, and the same need on the t alone."""
+    model = fit_action(samples, (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    return need, replace(need, own=None)
+
+
 def test_an_action_in_two_modes_gets_the_tail_its_runs_show() -> None:
     """The t fitted to two modes puts the heavy mode far in its tail; the action's own errors
     say a fifth of its runs are there. The chance of running out of a slice just under the
     heavy mode rises past what makes the next slice worth its memory (2.4 % for 20 GB over
     10 GB on an 80 GB card, OOM_WAIT_GPUS), from well under it."""
-    model = fit_action(_two_modes(150), (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
+    need, alone = _with_and_without_own_tail(_two_modes(150))
     assert need.own is not None
-    alone = replace(need, own=None)
     slice_mib = 8500.0  # above the light mode, below the heavy one (9,600)
     assert alone.survival(slice_mib) < 0.01
     assert 0.025 < need.survival(slice_mib) < 0.2
@@ -669,13 +674,8 @@ def test_an_action_in_two_modes_gets_the_tail_its_runs_show() -> None:
 
 
 def test_where_the_t_holds_the_own_tail_moves_little() -> None:
-    model = fit_action(_steady(150, spread=0.08), (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
+    need, alone = _with_and_without_own_tail(_steady(150, spread=0.08))
     assert need.own is not None
-    alone = replace(need, own=None)
     # within a few percent: the t's scale is shrunk towards the population's (0.1 here, above
     # this action's 0.08), so its own errors are a little narrower than the t says
     for q in (0.9, 0.95, 0.99):
@@ -684,12 +684,7 @@ def test_where_the_t_holds_the_own_tail_moves_little() -> None:
 
 def test_a_young_action_is_mostly_the_t() -> None:
     """Three runs weigh three against the t's thirty (ONLINE_TAIL_PRIOR)."""
-    model = fit_action(_two_modes(3, heavy_share=0.0), (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
-    alone = replace(need, own=None)
+    need, alone = _with_and_without_own_tail(_two_modes(3, heavy_share=0.0))
     for q in (0.9, 0.99):
         assert need.quantile(q) == pytest.approx(alone.quantile(q), rel=0.05)
 
@@ -701,10 +696,5 @@ def test_old_errors_below_a_grown_level_do_not_thin_the_tail() -> None:
     rng = random.Random(2)
     grown = [run(6000 * math.exp(0.004 * (200 - i) + rng.gauss(0, 0.05)), i)
              for i in range(200)]
-    model = fit_action(grown, (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
-    alone = replace(need, own=None)
+    need, alone = _with_and_without_own_tail(grown)
     assert need.quantile(0.97) >= 0.97 * alone.quantile(0.97)

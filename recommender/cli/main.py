@@ -172,9 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: a new temporary SQLite file per replay; every replay of the "
                     "service adds to this one, so give one trace; RECOMMENDER_DATABASE_URL is "
                     "not read: a replay never writes into the service's own database)")
-    ev.add_argument("--trace", choices=["gentd26", "synthetic", "step", "modes", "shapes",
-                                                "all"],
-                    default="all")
+    ev.add_argument("--trace", default="all",
+                    choices=["gentd26", "synthetic", "step", "modes", "shapes", "all"])
     ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
                                                            "../shared/traces"))
     ev.add_argument("--max-actions", type=non_negative, default=0,

@@ -378,8 +378,8 @@ class _Core:
     residuals: Residuals | None
     loo: FloatArray
     """Leave-one-out errors in the design's units (a share of the size for a relative one)."""
-    tail_weights: FloatArray
-    """Their weights for the tail (`_tail_weights`)."""
+    loo_weights: FloatArray
+    """Their weights in the fit."""
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
@@ -473,7 +473,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
                  np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
-                 Residuals.of(log_loo, w_ok), loo, _tail_weights(w_ok))
+                 Residuals.of(log_loo, w_ok), loo, w_ok)
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
@@ -501,7 +501,7 @@ def _finish(core: _Core, prior_log_scale: float) -> Fit:
 def _tail_weights(w: FloatArray) -> FloatArray:
     """The fit's weights with half-lives ONLINE_TAIL_SPAN times longer, summing to their
     effective count; those below a thousandth of the newest's are left out (they would not
-    move a tail, and the memo keeps nothing of them)."""
+    move a tail). Only for the fits that may serve (`_model`), not every design."""
     t = (w / max(float(w.max()), 1e-300)) ** (1.0 / config.ONLINE_TAIL_SPAN)
     t = np.where(t >= 1e-3, t, 0.0)
     return t * (float(t.sum()) / max(float(t @ t), 1e-300))
@@ -511,9 +511,9 @@ def _own_tail(core: _Core, fit: Fit) -> OwnTail | None:
     """The tail the design's own leave-one-out errors show, in units of its scale."""
     if core.loo.shape[0] < 2 or fit.scale <= 0:
         return None
-    keep = core.tail_weights > 0
-    return own_tail(core.loo[keep] / fit.scale, core.tail_weights[keep],
-                    config.ONLINE_TAIL_PRIOR)
+    weights = _tail_weights(core.loo_weights)
+    keep = weights > 0
+    return own_tail(core.loo[keep] / fit.scale, weights[keep], config.ONLINE_TAIL_PRIOR)
 
 
 def _lookback(n: int) -> int:
