@@ -172,7 +172,12 @@ short-lived scratch actions within one OOM. Its cost is GenTD26: 28 -> 30 OOMs, 
 17 effective runs is too few for a tail: 39 OOMs on the first draw), the errors as points
 rather than kernels (no tail past the largest error seen: GenTD26 38 OOMs), with the t 10
 executions (GenTD26 33 at 1.40x), and only ever raising the t's tail (GenTD26 27 at 1.42x, step
-seed 7 above VPA's memory)."""
+seed 7 above VPA's memory). Tried 2026-12-04 (in process, the same runs): span 8 (half-lives
+48 and 96) made two modes 10/27/20 -> 9/23/12 OOMs on seeds 1/2/3 (at 1.38/1.41/1.47x) and
+GenTD26 30 -> 29 at 1.40x, but moved the step change's seed 7 to 11,325 GB-h, above VPA's
+11,286 (seeds 3/7/8/11 12/17/9/10 OOMs at 14,698/11,325/11,099/14,261): not kept. Leaving
+out the trend design (the one that most often understates a two-mode tail, its errors far
+back being extrapolations): two modes seed 2 27 -> 24 OOMs, no more."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
@@ -224,7 +229,12 @@ OOMs and GenTD26 1.41x; 8 + 2, 56 and 1.39x but the input-dependent draws 1.24-1
 57 and 1.38x; 0 + 4, 59 and 1.36x; 0 + 5, 50 and 1.38x. Again with the count (first-run OOMs
 on step seeds 3/7/8/11 against VPA's 10/14/8/17): 5, 11/17/9/10 and GenTD26 1.38x; 6,
 10/15/8/10 and 1.40x; 7, 10/12/8/10 but 1.42x, and seed 7's memory above VPA's; 4 (2026-12-02),
-14/20/11/10 with seed 7 at 0.50 %, the step change's bar, for GenTD26 1.23 % at 1.37x."""
+14/20/11/10 with seed 7 at 0.50 %, the step change's bar, for GenTD26 1.23 % at 1.37x.
+Nor does a cap on the first attempt's chance (tried 2026-12-04, in process: the cheapest
+slice by expected cost among those at most C likely to run out): C 3 %, two modes seed 2 27
+-> 11 OOMs at 1.41x -> 1.52x, step seed 7 17 -> 12 at 11,259 -> 11,518 GB-h; C 2 %, 6 at
+1.56x and 10 at 11,747: above VPA's memory on both (8 at 1.49x; 14 at 11,286). It buys
+memory for young actions whose t is wide as much as for the actions it is aimed at."""
 
 ESTIMATE_QUANTILE = 0.95
 """The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice
