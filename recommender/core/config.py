@@ -177,7 +177,14 @@ seed 7 above VPA's memory). Tried 2026-12-04 (in process, the same runs): span 8
 GenTD26 30 -> 29 at 1.40x, but moved the step change's seed 7 to 11,325 GB-h, above VPA's
 11,286 (seeds 3/7/8/11 12/17/9/10 OOMs at 14,698/11,325/11,099/14,261): not kept. Leaving
 out the trend design (the one that most often understates a two-mode tail, its errors far
-back being extrapolations): two modes seed 2 27 -> 24 OOMs, no more."""
+back being extrapolations): two modes seed 2 27 -> 24 OOMs, no more. Tried 2026-12-04 (a
+prototype, not kept): the t's weight beside the own tail set by evidence, the posterior chance
+that the errors above the median are likelier under a leave-one-out kernel estimate than under
+the t (their Bayes factor), instead of the fixed ONLINE_TAIL_PRIOR: two modes 10/27/20 ->
+10/23/10 at 1.39/1.43/1.47x, step change the same OOMs within 0.1 % of memory, generated seed 7
+9 OOMs at 1.08x, shapes 18 -> 21 at 1.26x, but GenTD26 30 -> 35 OOMs at 1.38x (a pod's few runs
+favour the t, whose tail is thinner than the blend's); taking the larger of that chance and
+today's weight: two modes 9/19/10, GenTD26 35 at 1.39x. GenTD26's pods are the real ones."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
