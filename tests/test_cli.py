@@ -122,14 +122,57 @@ def test_catalog_override_changes_what_is_served(tmp_path: Path) -> None:
         proc.communicate(timeout=30)
 
 
+DOWN = "postgresql+psycopg://postgres:pw@127.0.0.1:1/none"
+"""A PostgreSQL URL where nothing listens (port 1): refused at once."""
+
+
 def test_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
-    down = "postgresql+psycopg://postgres:pw@127.0.0.1:1/none"
-    for args in (("migrate", "--database-url", down),
-                 ("serve", "--port", "0", "--metrics-port", "-1", "--database-url", down)):
+    for args in (("migrate", "--database-url", DOWN),
+                 ("serve", "--port", "0", "--metrics-port", "-1", "--database-url", DOWN,
+                  "--database-wait", "0")):
         out = run(*args, cwd=tmp_path)
         assert out.returncode == 3, out.stderr
         assert "database unavailable" in out.stderr and "Traceback" not in out.stderr
         assert ":pw@" not in out.stderr
+
+
+def test_an_unopenable_sqlite_file_stops_at_once_whatever_the_wait(tmp_path: Path) -> None:
+    started = time.monotonic()
+    out = run("serve", "--port", "0", "--metrics-port", "-1", "--database-url",
+              f"sqlite:///{tmp_path}/missing/folder/x.db", cwd=tmp_path)  # default wait
+    assert out.returncode == 3, out.stderr
+    assert "database unavailable" in out.stderr and "Traceback" not in out.stderr
+    assert time.monotonic() - started < 30, "waited for a file that nothing will create"
+
+
+def test_serve_answers_without_a_database_it_waits_for_then_gives_up(tmp_path: Path) -> None:
+    """A database server down at start: `serve` listens anyway, Recommend answers from the
+    request alone and says so, RecordExecution is refused UNAVAILABLE (the runner retries;
+    nothing is acknowledged unstored), and after --database-wait it stops with status 3."""
+    proc, port = start_server(tmp_path, "--metrics-port", "-1", "--log-format", "text",
+                              "--database-url", DOWN, "--database-wait", "4")
+    started = time.monotonic()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            status = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest()).status
+            assert status == health_pb2.HealthCheckResponse.SERVING
+            stub = pb_grpc.RecommenderStub(ch)
+            r = stub.Recommend(request("early", declared=7500), timeout=10)
+            assert r.source == "fallback" and "database unavailable" in r.reason
+            assert r.profile.name == "1g.10gb"  # the declared figure still counts
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.RecordExecution(record("early-1", "early"), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert proc.returncode == 3, err
+    assert time.monotonic() - started >= 3.5, "gave up before the wait was over"
+    assert "answering from the request alone" in err and "--database-wait" in err
+    assert "still unavailable after" in err.splitlines()[-1]
+    assert "Traceback" not in err and ":pw@" not in err
 
 
 # --- configuration errors: a message naming the option, exit status 2, nothing touched --------
@@ -178,6 +221,8 @@ def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
     (["retrain", "--quantile", "0"], {}, "--quantile"),
     (["retrain", "--quantile", "1"], {}, "--quantile"),
     (["report", "--limit", "0"], {}, "--limit"),
+    (["serve", "--database-wait", "-1"], {}, "--database-wait"),
+    (["serve"], {"RECOMMENDER_DATABASE_WAIT_S": "soon"}, "RECOMMENDER_DATABASE_WAIT_S"),
 ])
 def test_bad_values_are_refused_naming_the_option(
         argv: list[str], env: dict[str, str], named: str, monkeypatch: pytest.MonkeyPatch,

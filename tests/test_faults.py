@@ -419,6 +419,45 @@ def test_postgres_outage_degrades_then_recovers(restartable_postgres_url: str, t
     assert set(codes) <= {"OK", "UNAVAILABLE"}, codes
 
 
+# --- b'. PostgreSQL down when the server starts -------------------------------------------
+
+@pytest.mark.postgres
+def test_a_server_started_while_postgres_is_down_migrates_it_once_up(
+        restartable_postgres_url: str, tmp_path: Path, servers: list[Server]) -> None:
+    """The servers and PostgreSQL restarted together: `serve` answers from the request alone
+    until the database is up, then migrates the (empty) database and stores as usual."""
+    url = restartable_postgres_url
+    pg_ctl("stop")
+    try:
+        assert not pg_ready()
+        server = start_server(url, tmp_path)  # the default --database-wait (5 minutes)
+        servers.append(server)
+        with grpc.insecure_channel(server.address) as ch:
+            stub = pb_grpc.RecommenderStub(ch)
+            r = stub.Recommend(recommend_request("late-db", declared=3000), timeout=10)
+            assert r.source == "fallback" and "database unavailable" in r.reason
+            pg_ctl("start")
+            stored = None
+            for _ in range(120):  # bounded: the retry's pause is at most 10 s
+                c = call("RecordExecution", stub.RecordExecution, record("late-db-1", "late-db"),
+                         key="late-db-1")
+                if c.code == OK:
+                    stored = c
+                    break
+                assert c.code == UNAVAILABLE, c.describe()
+                time.sleep(0.25)
+            assert stored is not None, server.log_text()[-3000:]
+            r = stub.Recommend(recommend_request("late-db", declared=3000,
+                                                 execution="late-db-2"), timeout=10)
+            assert r.source != "fallback", r.reason
+    finally:
+        ensure_postgres_running()
+    assert server.stop() == 0, server.log_text()[-3000:]
+    assert execution_ids(url) == ["late-db-1"]
+    assert recommendation_ids(url)  # the second Recommend was stored
+    assert "migrated after" in server.log_text()
+
+
 # --- c. SIGKILL mid-load ------------------------------------------------------------------
 
 KILL_CLIENTS = 8

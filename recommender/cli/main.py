@@ -25,6 +25,7 @@ from recommender.cli.options import (
     positive,
     quantile,
     rpc_threads,
+    seconds,
     when,
 )
 from recommender.cli.report import cmd_report
@@ -81,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=port, default=os.environ.get("RECOMMENDER_PORT") or None,
                        help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
     serve.add_argument("--host", default="[::]")
+    serve.add_argument("--database-wait", type=seconds, metavar="SECONDS",
+                       default=os.environ.get("RECOMMENDER_DATABASE_WAIT_S")
+                       or config.DATABASE_WAIT_S,
+                       help="a database server unreachable at start: answer without it and "
+                       "migrate it once it is up, stopping (status 3) if it is not within "
+                       "this many seconds (env RECOMMENDER_DATABASE_WAIT_S; default "
+                       f"{config.DATABASE_WAIT_S:g}; 0 = stop at once)")
     serve.add_argument("--rpc-threads", type=rpc_threads, metavar="N",
                        default=os.environ.get("RECOMMENDER_RPC_THREADS") or None,
                        help="threads serving calls (env RECOMMENDER_RPC_THREADS; default "

@@ -193,6 +193,16 @@ def when(value: str) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
+def seconds(value: str) -> float:
+    """--database-wait / RECOMMENDER_DATABASE_WAIT_S: seconds, 0 or more (0 = do not wait)."""
+    x = _number(value)
+    if not 0.0 <= x <= 86400.0:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: seconds from 0 to 86,400 (--database-wait, RECOMMENDER_DATABASE_WAIT_S;"
+            " 0 = stop at once)")
+    return x
+
+
 def rpc_threads(value: str) -> int:
     try:
         n = int(value)

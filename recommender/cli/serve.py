@@ -7,18 +7,23 @@ import errno
 import logging
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from recommender.cli.logs import announce
 from recommender.cli.options import ConfigError, database_url, redacted
 from recommender.core import config
+from recommender.core.domain import StoreUnavailable
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from recommender.core.cache import ActionCache
     from recommender.core.usecases import UseCases
     from recommender.learning.serving import ModelHolder
     from recommender.rpc.metrics import Sample as MetricSample
+    from recommender.store.migrating import MigrationRetry
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shutdown_on_signals,
         start,
     )
-    from recommender.store import SqlStore, connect, migrate
+    from recommender.store import SqlStore, connect
     from recommender.store.listener import ActionListener
 
     # Every setting is checked before the database is touched: a wrong one must not leave a
@@ -61,9 +66,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_bindable(args.host, port)
     url = database_url(args)
     engine = connect(url)
-    migrate(engine)
-    log.info("database %s migrated; catalog has %d GPU models", redacted(url), len(catalog))
     stop = shutdown_on_signals()
+    retry = _migrate_or_retry(engine, args.database_wait, stop)
+    if retry is None:
+        log.info("database %s migrated; catalog has %d GPU models", redacted(url),
+                 len(catalog))
     store = SqlStore(engine)
     learned = ModelHolder(store)
     learned.start()  # picks up newly promoted model versions without a restart
@@ -91,11 +98,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
              port=running.port)
     serve_until_signalled(running, stop)
     tracing.shutdown()  # exports the spans still queued
+    if retry is not None:
+        retry.stop()
     learned.stop()
     if listener is not None:
         listener.stop()
     store.close()
+    if retry is not None and retry.gave_up is not None:
+        raise StoreUnavailable(retry.gave_up)
     return 0
+
+
+def _migrate_or_retry(engine: Engine, wait_s: float, stop: threading.Event
+                      ) -> MigrationRetry | None:
+    """Migrates now (None), or, a database server being unreachable and a wait allowed, goes
+    on without it and migrates in the background (store/migrating.py): the retry, which sets
+    `stop` if it gives up."""
+    from recommender.store import migrate
+    from recommender.store.migrating import MigrationRetry
+
+    try:
+        migrate(engine)
+        return None
+    except StoreUnavailable as e:
+        if wait_s <= 0 or engine.dialect.name == "sqlite":
+            raise
+        first = str(e)
+    log.warning("database unavailable at start (%s): answering from the request alone, and "
+                "migrating it once it is up (stopping if it is not within %g s, "
+                "--database-wait)", first, wait_s)
+    retry = MigrationRetry(lambda: migrate(engine), wait_s, on_give_up=stop.set,
+                           first_error=first)
+    retry.start()
+    return retry
 
 
 def check_bindable(host: str, port: int) -> None:

@@ -287,6 +287,19 @@ DEFAULT_DATABASE_URL = "sqlite:///recommender.db"
 DATABASE_TIMEOUT_S = 2.0
 """Longest the runner's Recommend waits on the database before answering without it."""
 
+DATABASE_WAIT_S = 300.0
+"""How long `serve` keeps answering without a database it could not reach at start, trying to
+migrate it, before it stops with status 3 (`--database-wait`, store/migrating.py). Five
+minutes covers a PostgreSQL restart or fail-over that the servers started alongside (the
+seconds to a minute or two that a pod rescheduled with its volume takes); a URL, password or
+database name that is wrong never heals, and is reported as a failing pod after it. 0: stop
+at once, as before. An embedded SQLite file never waits: nothing will bring it up."""
+DATABASE_RETRY_FIRST_S = 0.5
+DATABASE_RETRY_MAX_S = 10.0
+"""Pause before the second try to migrate, doubled after each failure up to the maximum: a
+database that comes up in seconds is used in seconds, one that takes minutes costs a try
+every 10 s (one failed connect, logged once)."""
+
 RPC_THREADS = 8
 """Threads serving calls. Python runs one at a time (the GIL), so many more threads than cores
 only add switching; but a call waiting for its commit holds its thread, and group commit needs
