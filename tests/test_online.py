@@ -29,6 +29,7 @@ from recommender.core.policy import by_expected_cost, recommend
 from recommender.core.population import PopulationSample, build_population
 from recommender.core.predictive import (
     Predictive,
+    SeenPeaks,
     expected_cost,
     oom_wait_mib,
     t_quantile,
@@ -337,8 +338,11 @@ def test_ordinary_scatter_leaves_the_estimate_alone() -> None:
     assert found is not None
     need = found[0]
     assert sum(p for p, _, _ in need.changes) < 0.1
-    without = Predictive(need.loc, need.scale, need.df)
+    without = replace(need, changes=())  # no level change weighed
     assert need.quantile(0.95) == pytest.approx(without.quantile(0.95), rel=0.03)
+    # nor does counting its own peaks move it much: they scatter as the t says
+    plain = Predictive(need.loc, need.scale, need.df)
+    assert need.quantile(0.95) == pytest.approx(plain.quantile(0.95), rel=0.06)
 
 
 def test_a_spike_that_does_not_return_fades() -> None:
@@ -635,7 +639,7 @@ def test_the_shared_fit_is_the_least_squares_of_each_design() -> None:
                 need = fit.predict({})
                 assert need is not None
                 plain = Predictive(ref[0], ref[1] * math.sqrt(1.0 + ref[5]), ref[2],
-                                   fit.design.log_space, own=fit.own)
+                                   fit.design.log_space, own=fit.own, seen=fit.seen)
                 assert need.quantile(0.95) == pytest.approx(plain.quantile(0.95), rel=1e-9)
     assert judged >= 5  # designs on the inputs were fitted and judged in many trials
 
@@ -655,7 +659,7 @@ def _with_and_without_own_tail(samples: list[Sample]) -> tuple[Predictive, Predi
     found = model.predict({})
     assert found is not None
     need = found[0]
-    return need, replace(need, own=None)
+    return need, replace(need, own=None, seen=None)
 
 
 def test_an_action_in_two_modes_gets_the_tail_its_runs_show() -> None:
@@ -698,3 +702,81 @@ def test_old_errors_below_a_grown_level_do_not_thin_the_tail() -> None:
              for i in range(200)]
     need, alone = _with_and_without_own_tail(grown)
     assert need.quantile(0.97) >= 0.97 * alone.quantile(0.97)
+
+
+# --- the share of its own peaks above a size (predictive.SeenPeaks) -------------------------
+
+
+def test_seen_peaks_raise_the_models_chance_towards_their_share_and_never_lower_it() -> None:
+    peaks = np.array([5000.0, 9000.0, 5100.0, 5200.0, 9100.0, 5000.0])  # newest first
+    seen = SeenPeaks.of(peaks, np.ones(6), prior=6.0, recent=20)
+    # two of six runs passed 8,000 MiB: the model's 1 % worth six runs beside them
+    assert seen.survival(8000, 0.01) == pytest.approx((6 * 0.01 + 2) / 12)
+    assert seen.survival(8000, 0.5) == 0.5  # a chance above the runs' share stands
+    assert seen.survival(9500, 0.001) == 0.001  # no run passed it: the model alone
+    assert seen.survival(5050, 0.0) == pytest.approx(4 / 12)  # strictly above: 5,000 fits
+    # only while a run among the newest `recent` passed the size: here the newest to pass
+    # 8,000 is the second newest (rank 1)
+    stale = SeenPeaks.of(peaks, np.ones(6), prior=6.0, recent=1)
+    assert stale.survival(8000, 0.01) == 0.01
+    assert stale.survival(4900, 0.01) > 0.01  # the newest run passed 4,900
+
+
+def test_only_an_action_with_enough_runs_and_no_inputs_counts_its_peaks() -> None:
+    def serving(samples: list[Sample]) -> Predictive:
+        model = fit_action(samples, (), 0.1)
+        assert model is not None
+        found = model.predict({})
+        assert found is not None
+        return found[0]
+
+    runs = config.ONLINE_SEEN_MIN_RUNS
+    assert serving(_two_modes(runs - 1)).seen is None
+    assert serving(_two_modes(runs)).seen is not None
+    rng = random.Random(4)
+    with_inputs = [run(2000 + 100 * b * math.exp(rng.gauss(0, 0.02)), i, {"batch": b})
+                   for i, b in enumerate(rng.choice((8, 16, 32, 64)) for _ in range(60))]
+    model = fit_action(with_inputs, ("batch",), 0.1)
+    assert model is not None
+    found = model.predict({"batch": 16.0})
+    assert found is not None and found[1].design.features and found[0].seen is None
+
+
+def _streak_of_light_runs(light: int) -> list[Sample]:
+    """Two modes (a fifth of the runs 1.6 times heavier), the newest `light` runs all light:
+    a model that follows its last runs sees a level that fell."""
+    rng = random.Random(7)
+    return [run(6000 * (1.6 if i >= light and rng.random() < 0.2 else 1.0)
+                * math.exp(rng.gauss(0, 0.03)), i) for i in range(120)]
+
+
+def test_a_streak_of_light_runs_does_not_make_the_heavy_mode_unlikely() -> None:
+    samples = _streak_of_light_runs(light=8)
+    model = fit_action(samples, (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    slice_mib = 8500.0  # above the light mode, below the heavy one
+    share = sum(s.peak_mib > slice_mib for s in samples) / len(samples)
+    assert 0.1 < share < 0.3
+    without = replace(need, seen=None)
+    assert without.survival(slice_mib) < need.survival(slice_mib)
+    # the half-life (96 runs) weighs the newest light streak more than the older heavy runs,
+    # and the model's chance is worth 30 runs: below the plain share, well above 2.4 %
+    # (where the next slice is worth its memory, OOM_WAIT_GPUS)
+    assert 0.5 * share < need.survival(slice_mib) <= share
+
+
+def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> None:
+    rng = random.Random(5)
+    after = config.ONLINE_SEEN_RECENT
+    samples = [run((6000 if i < after else 12000) * math.exp(rng.gauss(0, 0.03)), i)
+               for i in range(100)]
+    model = fit_action(samples, (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    assert need.seen is not None
+    assert need.survival(9000) == replace(need, seen=None).survival(9000)

@@ -186,6 +186,33 @@ the t (their Bayes factor), instead of the fixed ONLINE_TAIL_PRIOR: two modes 10
 favour the t, whose tail is thinner than the blend's); taking the larger of that chance and
 today's weight: two modes 9/19/10, GenTD26 35 at 1.39x. GenTD26's pods are the real ones."""
 
+ONLINE_SEEN_MIN_RUNS = 30
+ONLINE_SEEN_HALF_LIFE = 96.0
+ONLINE_SEEN_PRIOR = 30.0
+ONLINE_SEEN_RECENT = 20
+"""The share of an action's own peaks above a size is a floor under the chance of an OOM there
+(predictive.SeenPeaks), for a design without inputs, from ONLINE_SEEN_MIN_RUNS executions on
+(fewer cannot tell 3 % from 10 %, and a young action's t is wide already), its runs weighed
+with half-life ONLINE_SEEN_HALF_LIFE executions (16 times the level's: a share of a few percent
+needs a hundred runs), the model's chance worth ONLINE_SEEN_PRIOR runs beside them, and only
+while one of the newest ONLINE_SEEN_RECENT runs passed the size (a step down is followed as
+before: 30 runs to halve a slice on a scratch action that halved its memory, with or without
+it). Why: where the heavier of two modes straddles a slice boundary, the level follows the runs
+of light ones and the stated chance at the smaller slice fell to 2-7 % on an action whose runs
+passed it one time in seven (two modes, seed 2: 7 OOMs in 33 runs on that slice). Measured
+in process (`recommender evaluate --runner in-process --trace T --seed N --quiet`; first-run
+OOMs, x oracle or reserved GB-h): two modes seeds 1/2/3 10/27/20 at 1.37/1.41/1.46x -> 6/18/13
+at 1.39/1.42/1.47x (VPA 6/8/4 at 1.51/1.49/1.52x); step change seeds 3/7/8/11 the same OOMs
+(12/17/9/10) at 14,648/11,259/11,054/14,222 GB-h (within 0.01 %); GenTD26 unchanged (30 at
+1.39x: no pod runs 30 windows); generated seed 7 and shapes seed 5 unchanged (9 at 1.09x, 18
+at 1.27x). Its cost (`python -m bench online`): fitting a history of 200 or 500 runs 7-9 %
+more (about 16 us to sort the peaks), an estimate 1-3 us. Tried and not kept (a prototype):
+from 2 runs on with the model worth 3 runs, GenTD26 28 OOMs at 1.41x (from 30 at 1.39x: a
+pod's handful of windows is not a frequency); the runs' peaks first divided by the median of
+their neighbours (a level that moves): two modes 6/21/15, step seed 7 above VPA's memory
+(11,380 GB-h against 11,286); the fit's half-life times 4 (24 runs), the model worth 10 runs:
+two modes 8/19/13."""
+
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
 the action's level: far outside the inputs it saw, a prediction near zero must not make a

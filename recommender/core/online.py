@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from recommender.core import config
 from recommender.core.domain import Outcome, Sample
 from recommender.core.population import on_grid
-from recommender.core.predictive import OwnTail, Predictive, own_tail, t_quantile
+from recommender.core.predictive import OwnTail, Predictive, SeenPeaks, own_tail, t_quantile
 
 FloatArray = NDArray[np.float64]
 T = TypeVar("T", float, FloatArray)
@@ -123,6 +123,8 @@ class Fit:
     """What a level change is judged on (`with_changes`); a few numbers, not the history."""
     own: OwnTail | None = field(default=None, compare=False, repr=False)
     """The tail its own errors show (`_own_tail`); only on a fit that may serve (`_model`)."""
+    seen: SeenPeaks | None = field(default=None, compare=False, repr=False)
+    """How often its peaks passed each size (`_seen`); only on a fit that may serve."""
     changes: tuple[tuple[float, float, float], ...] = ()
     """(probability, shift, variance of the shift) in log MiB: the action's level may have moved
     in its last executions by that much (`_level_changes`)."""
@@ -186,7 +188,7 @@ class Fit:
         leverage = float(z @ z)
         scale = self.scale * size * math.sqrt(1.0 + leverage)
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
-                          changes=self._shifted(loc, scale), own=self.own)
+                          changes=self._shifted(loc, scale), own=self.own, seen=self.seen)
 
     def _shifted(self, loc: float, scale: float) -> tuple[tuple[float, float, float], ...]:
         """Each level change as a component in the design's own space: in log MiB the shift
@@ -516,6 +518,21 @@ def _own_tail(core: _Core, fit: Fit) -> OwnTail | None:
     return own_tail(core.loo[keep] / fit.scale, weights[keep], config.ONLINE_TAIL_PRIOR)
 
 
+def _seen(core: _Core) -> SeenPeaks | None:
+    """The action's peaks, for a design without inputs that has ONLINE_SEEN_MIN_RUNS of them
+    (on the inputs, a peak says what one request needed, not what the next will), weighed
+    with half-life ONLINE_SEEN_HALF_LIFE executions."""
+    n = core.y_mib.shape[0]
+    if core.design.features or n < config.ONLINE_SEEN_MIN_RUNS:
+        return None
+    return SeenPeaks.of(core.y_mib, _SEEN_WEIGHTS[:n], config.ONLINE_SEEN_PRIOR,
+                        config.ONLINE_SEEN_RECENT)
+
+
+_SEEN_WEIGHTS = 0.5 ** (np.arange(config.HISTORY_WINDOW, dtype=np.float64)
+                        / config.ONLINE_SEEN_HALF_LIFE)
+
+
 def _lookback(n: int) -> int:
     """How many of n executions (newest first) may be the first of a new level."""
     return max(min(config.ONLINE_CHANGE_LOOKBACK, n - config.ONLINE_CHANGE_MIN_BEFORE), 0)
@@ -665,7 +682,8 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
     # The best design, and the best without inputs (what serves a request that lacks them).
     serving = {0, next((i for i, (f, _, _) in enumerate(ranked) if not f.design.features), 0)}
     return ActionModel(tuple(
-        replace(f.with_changes(post), own=_own_tail(core, f)) if i in serving else f
+        replace(f.with_changes(post), own=_own_tail(core, f), seen=_seen(core))
+        if i in serving else f
         for i, (f, post, core) in enumerate(ranked)))
 
 

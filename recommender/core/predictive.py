@@ -74,6 +74,7 @@ every pool on every Recommend, with no SciPy in the core.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Protocol
@@ -183,6 +184,48 @@ def own_tail(z: NDArray[np.float64], w: NDArray[np.float64], prior: float) -> Ow
     return OwnTail(tuple((tails[1:] / above).tolist()), total * min(2.0 * above, 1.0), prior)
 
 
+@dataclass(frozen=True, eq=False)
+class SeenPeaks:
+    """How often the action's own recent peaks went past a size: a floor under the model's
+    chance of an OOM there, once it has run enough to count.
+
+    Why: a model of the level and its scatter, however its tail is shaped, follows the last
+    runs (memory steps and grows), so an action whose runs fall in two modes, the heavier one
+    now and then and straddling a slice boundary, is seen as a level that fell after each run
+    of light ones: its stated chance at the smaller slice drops to 2-7 % while one run in seven
+    needs more (two modes, seed 2: 7 OOMs in 33 runs on that slice for one action). Counting
+    the runs that went past the slice, over a long memory, does not forget them. The count is
+    blended with the model's chance as a beta posterior (the model worth `prior` runs) and can
+    only raise it: after a step up, the runs before it say too little, and the model's level
+    change is right. It stops counting a size no run has passed among the newest `recent`: a
+    step down is not held at the old level by runs before it."""
+
+    peaks: list[float] = field(repr=False)
+    """The action's peaks (MiB), ascending."""
+    over: NDArray[np.float64] = field(repr=False)
+    """over[i]: the weight of peaks[i:]."""
+    total: float
+    recent_max: float
+    """The largest of the newest `recent` peaks: sizes at or above it are the model's alone."""
+    prior: float
+
+    @classmethod
+    def of(cls, peaks_mib: NDArray[np.float64], weights: NDArray[np.float64], prior: float,
+           recent: int) -> SeenPeaks:
+        """From peaks and their weights, newest first."""
+        order = np.argsort(peaks_mib)
+        over = np.cumsum(weights[order][::-1])[::-1]
+        return cls(peaks_mib[order].tolist(), over, float(over[0]),
+                   float(peaks_mib[:recent].max()), prior)
+
+    def survival(self, mib: float, model: float) -> float:
+        """P(need > mib), `model` being the model's answer."""
+        if mib >= self.recent_max:
+            return model
+        over = float(self.over[bisect_right(self.peaks, mib)])
+        return max(model, (self.prior * model + over) / (self.prior + self.total))
+
+
 @dataclass(frozen=True)
 class Predictive:
     """need = transform(loc + scale * T_df); transform is exp in log space, identity in MiB.
@@ -201,6 +244,8 @@ class Predictive:
     changes: tuple[tuple[float, float, float], ...] = ()
     own: OwnTail | None = None
     """The action's own errors' tail, blended into the main component's above its median."""
+    seen: SeenPeaks | None = None
+    """How often the action's own peaks passed each size: a floor under the chance of an OOM."""
 
     def _x(self, mib: float) -> float | None:
         if self.log_space:
@@ -215,6 +260,8 @@ class Predictive:
         total = main * alone
         for p, loc, scale in self.changes:
             total += p * _survival(x, loc, scale, self.df)
+        if self.seen is not None:
+            total = self.seen.survival(self._mib(x), total)
         return total
 
     def survival(self, mib: float) -> float:
@@ -227,7 +274,7 @@ class Predictive:
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
         x = self.loc + self.scale * t_quantile(q, self.df)
-        if self.changes or (self.own is not None and q > 0.5):
+        if self.changes or (q > 0.5 and (self.own is not None or self.seen is not None)):
             x = self._mixture_quantile(q, x)
         mib = math.exp(min(x, 50.0)) if self.log_space else x
         return max(mib, self.floor_mib)
