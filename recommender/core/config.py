@@ -211,7 +211,8 @@ from 2 runs on with the model worth 3 runs, GenTD26 28 OOMs at 1.41x (from 30 at
 pod's handful of windows is not a frequency); the runs' peaks first divided by the median of
 their neighbours (a level that moves): two modes 6/21/15, step seed 7 above VPA's memory
 (11,380 GB-h against 11,286); the fit's half-life times 4 (24 runs), the model worth 10 runs:
-two modes 8/19/13."""
+two modes 8/19/13; from 10 runs on (the rest as kept): two modes 6/14/11 at 1.39/1.42/1.47x,
+step seeds 3/7 the same, but GenTD26 28 OOMs at 120,690 GB-h (1.40x, from 30 at 119,540)."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
