@@ -205,9 +205,14 @@ OOMs, x oracle or reserved GB-h): two modes seeds 1/2/3 10/27/20 at 1.37/1.41/1.
 at 1.39/1.42/1.47x (VPA 6/8/4 at 1.51/1.49/1.52x); step change seeds 3/7/8/11 the same OOMs
 (12/17/9/10) at 14,648/11,259/11,054/14,222 GB-h (within 0.01 %); GenTD26 unchanged (30 at
 1.39x: no pod runs 30 windows); generated seed 7 and shapes seed 5 unchanged (9 at 1.09x, 18
-at 1.27x). Its cost (`python -m bench online`): fitting a history of 200 or 500 runs 7-9 %
-more (about 12 us to sort the peaks), an estimate 1-3 us; memory, 4.5 KB more per fitted
-action at 500 runs (11 KB: ONLINE_MEMO_ACTIONS of them at most). Tried and not kept (a prototype):
+at 1.27x). On a scratch generator it was not tuned to (30 actions, 4,000 runs, no inputs,
+levels 4-40 GB, in process, the count off against on): peaks with a t tail (3 df) seeds 1/2
+39/36 -> 38/35 OOMs at the same memory (1.394/1.533x -> 1.396/1.534x; VPA 41/48 at
+1.41/1.57x); right-skewed peaks (an exponential excess) 39/52 -> 34/41 at 1.440/1.471x ->
+1.451/1.492x (VPA 42/52 at 1.47/1.48x). Its cost (`python -m bench online`): fitting a
+history of 200 or 500 runs 7-9 % more (about 12 us to sort the peaks), an estimate 1-3 us;
+memory, 4.5 KB more per fitted action at 500 runs (11 KB: ONLINE_MEMO_ACTIONS of them at
+most). Tried and not kept (a prototype):
 from 2 runs on with the model worth 3 runs, GenTD26 28 OOMs at 1.41x (from 30 at 1.39x: a
 pod's handful of windows is not a frequency); the runs' peaks first divided by the median of
 their neighbours (a level that moves): two modes 6/21/15, step seed 7 above VPA's memory
