@@ -191,34 +191,33 @@ ONLINE_SEEN_HALF_LIFE = 96.0
 ONLINE_SEEN_PRIOR = 30.0
 ONLINE_SEEN_RECENT = 20
 """The share of an action's own peaks above a size is a floor under the chance of an OOM there
-(predictive.SeenPeaks), for a design without inputs, from ONLINE_SEEN_MIN_RUNS executions on
-(fewer cannot tell 3 % from 10 %, and a young action's t is wide already), its runs weighed
-with half-life ONLINE_SEEN_HALF_LIFE executions (16 times the level's: a share of a few percent
-needs a hundred runs), the model's chance worth ONLINE_SEEN_PRIOR runs beside them, and only
-while one of the newest ONLINE_SEEN_RECENT runs passed the size (a step down is followed as
-before: 30 runs to halve a slice on a scratch action that halved its memory, with or without
-it). Why: where the heavier of two modes straddles a slice boundary, the level follows the runs
-of light ones and the stated chance at the smaller slice fell to 2-7 % on an action whose runs
-passed it one time in seven (two modes, seed 2: 7 OOMs in 33 runs on that slice). Measured
-in process (`recommender evaluate --runner in-process --trace T --seed N --quiet`; first-run
-OOMs, x oracle or reserved GB-h): two modes seeds 1/2/3 10/27/20 at 1.37/1.41/1.46x -> 6/18/13
-at 1.39/1.42/1.47x (VPA 6/8/4 at 1.51/1.49/1.52x); step change seeds 3/7/8/11 the same OOMs
-(12/17/9/10) at 14,648/11,259/11,054/14,222 GB-h (within 0.01 %); GenTD26 unchanged (30 at
-1.39x: no pod runs 30 windows); generated seed 7 and shapes seed 5 unchanged (9 at 1.09x, 18
-at 1.27x). On a scratch generator it was not tuned to (30 actions, 4,000 runs, no inputs,
-levels 4-40 GB, in process, the count off against on): peaks with a t tail (3 df) seeds 1/2
-39/36 -> 38/35 OOMs at the same memory (1.394/1.533x -> 1.396/1.534x; VPA 41/48 at
+(predictive.SeenPeaks), for a design without inputs, from ONLINE_SEEN_MIN_RUNS executions on (fewer
+cannot tell 3 % from 10 %, and a young action's t is wide already), its runs weighed with half-life
+ONLINE_SEEN_HALF_LIFE executions (16 times the level's: a share of a few percent needs a hundred
+runs), the model's chance worth ONLINE_SEEN_PRIOR runs beside them, and only while one of the newest
+ONLINE_SEEN_RECENT runs passed the size (a step down is followed as before: 30 runs to halve a slice
+on a scratch action that halved its memory, with or without it). Why: where the heavier of two modes
+straddles a slice boundary, the level follows the runs of light ones and the stated chance at the
+smaller slice fell to 2-7 % on an action whose runs passed it one time in seven (two modes, seed 2:
+7 OOMs in 33 runs on that slice). Measured in process (`recommender evaluate --runner in-process
+--trace T --seed N --quiet`; first-run OOMs, x oracle or reserved GB-h): two modes seeds 1/2/3
+10/27/20 at 1.37/1.41/1.46x -> 6/18/13 at 1.39/1.42/1.47x (VPA 6/8/4 at 1.51/1.49/1.52x); step
+change seeds 3/7/8/11 the same OOMs (12/17/9/10) at 14,648/11,259/11,054/14,222 GB-h (within 0.01
+%); GenTD26 unchanged (30 at 1.39x: no pod runs 30 windows); generated seed 7 and shapes seed 5
+unchanged (9 at 1.09x, 18 at 1.27x). On a scratch generator it was not tuned to (30 actions, 4,000
+runs, no inputs, levels 4-40 GB, in process, the count off against on): peaks with a t tail (3 df)
+seeds 1/2 39/36 -> 38/35 OOMs at the same memory (1.394/1.533x -> 1.396/1.534x; VPA 41/48 at
 1.41/1.57x); right-skewed peaks (an exponential excess) 39/52 -> 34/41 at 1.440/1.471x ->
-1.451/1.492x (VPA 42/52 at 1.47/1.48x). Its cost (`python -m bench online`): fitting a
-history of 200 or 500 runs 7-9 % more (about 12 us to sort the peaks), an estimate 1-3 us;
-memory, 4.5 KB more per fitted action at 500 runs (11 KB: ONLINE_MEMO_ACTIONS of them at
-most). Tried and not kept (a prototype):
-from 2 runs on with the model worth 3 runs, GenTD26 28 OOMs at 1.41x (from 30 at 1.39x: a
-pod's handful of windows is not a frequency); the runs' peaks first divided by the median of
-their neighbours (a level that moves): two modes 6/21/15, step seed 7 above VPA's memory
-(11,380 GB-h against 11,286); the fit's half-life times 4 (24 runs), the model worth 10 runs:
-two modes 8/19/13; from 10 runs on (the rest as kept): two modes 6/14/11 at 1.39/1.42/1.47x,
-step seeds 3/7 the same, but GenTD26 28 OOMs at 120,690 GB-h (1.40x, from 30 at 119,540)."""
+1.451/1.492x (VPA 42/52 at 1.47/1.48x). Its cost (`python -m bench online`): fitting a history of
+200 or 500 runs 7-9 % more (about 12 us to sort the peaks), an estimate 1-3 us; memory, 4.5 KB more
+per fitted action at 500 runs (11 KB: ONLINE_MEMO_ACTIONS of them at most). Tried and not kept (a
+prototype): from 2 runs on with the model worth 3 runs, GenTD26 28 OOMs at 1.41x (from 30 at 1.39x:
+a pod's handful of windows is not a frequency); the runs' peaks first divided by the median of their
+neighbours (a level that moves): two modes 6/21/15, step seed 7 above VPA's memory (11,380 GB-h
+against 11,286); the fit's half-life times 4 (24 runs), the model worth 10 runs: two modes 8/19/13;
+from 10 runs on (the rest as kept): two modes 6/14/11 at 1.39/1.42/1.47x, step seeds 3/7 the same,
+but GenTD26 28 OOMs at 120,690 GB-h (1.40x, from 30 at 119,540); a half-life of 32 or 48 runs: two
+modes seed 2 and step seed 7 the same OOMs within 0.03 %."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
