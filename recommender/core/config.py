@@ -184,7 +184,11 @@ the t (their Bayes factor), instead of the fixed ONLINE_TAIL_PRIOR: two modes 10
 10/23/10 at 1.39/1.43/1.47x, step change the same OOMs within 0.1 % of memory, generated seed 7
 9 OOMs at 1.08x, shapes 18 -> 21 at 1.26x, but GenTD26 30 -> 35 OOMs at 1.38x (a pod's few runs
 favour the t, whose tail is thinner than the blend's); taking the larger of that chance and
-today's weight: two modes 9/19/10, GenTD26 35 at 1.39x. GenTD26's pods are the real ones."""
+today's weight: two modes 9/19/10, GenTD26 35 at 1.39x. GenTD26's pods are the real ones.
+With the count of runs above a slice in place (ONLINE_SEEN_*, 2026-12-04, in process), the t
+worth 60 executions: two modes 6/18/13 -> 6/19/13 OOMs at 0.4 % less memory, GenTD26 30 -> 29
+at 119,540 -> 119,239 GB-h, step seeds 3/7 the same OOMs at 0.1 % less; worth 100: two modes
+8/18/13, GenTD26 29 at 119,051. A run or two either way: left at 30."""
 
 ONLINE_SEEN_MIN_RUNS = 30
 ONLINE_SEEN_HALF_LIFE = 96.0
