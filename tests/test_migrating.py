@@ -29,7 +29,7 @@ def test_migrates_once_the_database_answers() -> None:
     db = FlakyDatabase(down=3)  # the caller's try and two of the retry's
     gave_up = threading.Event()
     retry = MigrationRetry(db.migrate, wait_s=30, on_give_up=gave_up.set,
-                           first_error="connection refused (0)", first_pause_s=0.01,
+                           first_pause_s=0.01,
                            max_pause_s=0.02)
     db.tries = 1
     retry.start()
@@ -43,7 +43,7 @@ def test_gives_up_after_the_wait_with_the_last_error() -> None:
     gave_up = threading.Event()
     now = [0.0]
     retry = MigrationRetry(db.migrate, wait_s=1.0, on_give_up=gave_up.set,
-                           first_error="first", clock=lambda: now[0], first_pause_s=0.001,
+                           clock=lambda: now[0], first_pause_s=0.001,
                            max_pause_s=0.001)
     original = db.migrate
 
@@ -62,7 +62,7 @@ def test_gives_up_after_the_wait_with_the_last_error() -> None:
 @pytest.mark.parametrize("pause", [0.5, 10.0])
 def test_stop_ends_the_wait_between_tries(pause: float) -> None:
     db = FlakyDatabase(down=10**6)
-    retry = MigrationRetry(db.migrate, wait_s=600, on_give_up=lambda: None, first_error="x",
+    retry = MigrationRetry(db.migrate, wait_s=600, on_give_up=lambda: None,
                            first_pause_s=pause, max_pause_s=pause)
     retry.start()
     retry.stop()  # joins: it would hang for the pause if the wait ignored stop

@@ -127,8 +127,7 @@ def _migrate_or_retry(engine: Engine, wait_s: float, stop: threading.Event
     log.warning("database unavailable at start (%s): answering from the request alone, and "
                 "migrating it once it is up (stopping if it is not within %g s, "
                 "--database-wait)", first, wait_s)
-    retry = MigrationRetry(lambda: migrate(engine), wait_s, on_give_up=stop.set,
-                           first_error=first)
+    retry = MigrationRetry(lambda: migrate(engine), wait_s, on_give_up=stop.set)
     retry.start()
     return retry
 

@@ -30,7 +30,7 @@ class MigrationRetry:
     `wait_s` has passed since start (`gave_up` holds the last error, `on_give_up` is called)."""
 
     def __init__(self, migrate: Callable[[], None], wait_s: float,
-                 on_give_up: Callable[[], None], first_error: str,
+                 on_give_up: Callable[[], None],
                  clock: Callable[[], float] = time.monotonic,
                  first_pause_s: float = config.DATABASE_RETRY_FIRST_S,
                  max_pause_s: float = config.DATABASE_RETRY_MAX_S) -> None:
@@ -40,7 +40,6 @@ class MigrationRetry:
         self.clock = clock
         self.first_pause_s = first_pause_s
         self.max_pause_s = max_pause_s
-        self.last_error = first_error
         self.done = threading.Event()
         self.gave_up: str | None = None
         self._stop = threading.Event()
@@ -53,23 +52,22 @@ class MigrationRetry:
     def run(self) -> None:
         deadline = self.clock() + self.wait_s
         pause = self.first_pause_s
-        tries = 1  # the caller's own, which failed with first_error
+        tries = 1  # the caller's own, which failed
         while not self._stop.wait(min(pause, max(deadline - self.clock(), 0.0))):
             tries += 1
             try:
                 self.migrate()
             except StoreUnavailable as e:
-                self.last_error = str(e)
                 left = deadline - self.clock()
                 if left <= 0:
-                    self.gave_up = (f"{self.last_error} (still unavailable after {tries} tries "
+                    self.gave_up = (f"{e} (still unavailable after {tries} tries "
                                     f"in {self.wait_s:g} s, --database-wait)")
                     log.error("database unavailable: giving up: %s", self.gave_up)
                     self.on_give_up()
                     return
                 pause = min(pause * 2, self.max_pause_s)
                 log.warning("database still unavailable (%s); answering without it, next try "
-                            "in %.1f s, giving up in %.1f s", self.last_error,
+                            "in %.1f s, giving up in %.1f s", e,
                             min(pause, left), left)
                 continue
             log.info("database reachable and migrated after %d tries: answers use history "
