@@ -53,6 +53,34 @@ def test_the_calibration_table_holds_stated_chances_against_ooms() -> None:
     assert rows["all stated"] == ["5", "0.1", "1"]
     none = next(v for k, v in rows.items() if k.startswith("none stated"))
     assert none == ["1", "", "1"]  # the sixth execution, and the OOM not among the stated
+    assert not any(k.startswith("on the largest") for k in rows)  # none was
+
+
+def test_chances_stated_on_the_largest_slice_are_a_row_of_their_own() -> None:
+    """A chance on the largest slice weighed no choice: it must not sway the decisions' rows."""
+    m = replay.Metrics("x")
+    m.executions, m.first_oom = 4, 0
+    m.stated = [(0.02, False), (0.05, False)]
+    m.stated_on_largest = [(0.6, False), (0.9, False)]
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]]
+            for r in replay.calibration_table(m).splitlines()[2:]}
+    assert "10.0% to 100.0%" not in rows
+    assert rows["all stated on a smaller slice than the largest"] == ["2", "0.1", "0"]
+    assert rows["on the largest slice offered (no bigger one to choose)"] == ["2", "1.5", "0"]
+    assert rows["all stated"] == ["4", "1.6", "0"]
+    assert not any(k.startswith("none stated") for k in rows)
+
+
+def test_the_replay_puts_the_largest_slice_apart(catalog: Catalog) -> None:
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    small = replay.replay_service("ours", trace([9000.0 + 40 * (i % 7) for i in range(12)]),
+                                  pools, catalog)
+    # 60-72 GB: every slice but the whole card is too small, so no choice was weighed.
+    large = replay.replay_service("ours", trace([60000.0 + 3000 * (i % 5) for i in range(12)]),
+                                  pools, catalog)
+    assert len(small.stated) >= 9 and not small.stated_on_largest
+    assert len(large.stated_on_largest) >= 9 and not large.stated
+    assert all(0 < p <= 1 for p, _ in large.stated_on_largest)
 
 
 def test_the_replay_keeps_each_stated_chance(catalog: Catalog) -> None:

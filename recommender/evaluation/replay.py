@@ -69,7 +69,12 @@ class Metrics:
     """What each run of the retraining job did (the service's replays only)."""
     stated: list[tuple[float, bool]] = field(default_factory=list)
     """Per execution whose first recommendation stated a chance of an OOM: that chance, and
-    whether it ran out of memory (the service's replays only)."""
+    whether it ran out of memory (the service's replays only); those on the largest slice
+    offered are in `stated_on_largest` instead."""
+    stated_on_largest: list[tuple[float, bool]] = field(default_factory=list)
+    """The same for first recommendations of the largest slice offered (none holds 10 % more):
+    the chance there weighed no choice (the tail beyond every slice), and a trace whose peaks
+    are capped to fit never shows those OOMs, so it is kept out of the calibration rows."""
 
     @property
     def oom_rate(self) -> float:
@@ -335,7 +340,9 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                 m.excess_gbh[where] = m.excess_gbh.get(where, 0.0) + mib / 1024 * e.duration_h
                 m.first_from[where] = m.first_from.get(where, 0) + 1
             if first.oom_chance > 0:
-                m.stated.append((first.oom_chance, attempts[0] < e.peak_mib))
+                on_largest = attempts[0] * LARGEST_SHARE > slices.mib[-1]
+                (m.stated_on_largest if on_largest else m.stated).append(
+                    (first.oom_chance, attempts[0] < e.peak_mib))
             service.record_execution(Execution(
                 execution_id=f"x{i}", action_id=e.action_id,
                 recommendation_id=attempt.recommendation_id, gpu_model=attempt.gpu_model,
@@ -391,29 +398,42 @@ CHANCE_BINS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 1.0)
 where expected cost puts its first rungs."""
 
 
+LARGEST_SHARE = 1.1
+"""A first slice is the largest offered when no offered slice holds this much more memory
+(80,896 and 81,152 MiB are both a whole 80 GB card's)."""
+
+
 def calibration_table(m: Metrics) -> str:
     """The service's stated chances of an OOM against what happened, by stated chance: OOMs
     expected from those chances (their sum) beside the OOMs seen. A decision by expected
     cost is only as good as its chances: a row with more OOMs seen than expected says the tails
     it stated there are too light, one with fewer that it reserves memory for risks that are
-    not there."""
+    not there. First slices that were the largest offered are a row of their own, after the
+    decisions': no bigger slice was weighed against their chance."""
     lines = ["| stated chance of an OOM | executions | OOMs expected | OOMs seen |",
              "|---|---|---|---|"]
+
+    def row(label: str, rows: list[tuple[float, bool]]) -> None:
+        lines.append(f"| {label} | {len(rows):,} | {sum(p for p, _ in rows):,.1f} | "
+                     f"{sum(o for _, o in rows):,} |")
+
     for lo, hi in itertools.pairwise(CHANCE_BINS):
         rows = [(p, oom) for p, oom in m.stated if lo < p <= hi]
         if rows:
-            lines.append(f"| {lo:.1%} to {hi:.1%} | {len(rows):,} | "
-                         f"{sum(p for p, _ in rows):,.1f} | {sum(o for _, o in rows):,} |")
-    unstated = m.executions - len(m.stated)
-    lines.append(f"| all stated | {len(m.stated):,} | {sum(p for p, _ in m.stated):,.1f} | "
-                 f"{sum(o for _, o in m.stated):,} |")
+            row(f"{lo:.1%} to {hi:.1%}", rows)
+    if m.stated_on_largest:
+        row("all stated on a smaller slice than the largest", m.stated)
+        row("on the largest slice offered (no bigger one to choose)", m.stated_on_largest)
+    every = m.stated + m.stated_on_largest
+    row("all stated", every)
+    unstated = m.executions - len(every)
     if unstated:
         lines.append(f"| none stated (a user's figure, a model's quantile, no information) | "
-                     f"{unstated:,} | | {m.first_oom - sum(o for _, o in m.stated):,} |")
+                     f"{unstated:,} | | {m.first_oom - sum(o for _, o in every):,} |")
     return "\n".join(lines)
 
 
-__all__ = ["BASELINES", "CHANCE_BINS", "LADDER", "RETRAIN_AT", "SPARSE", "InProcessRunner",
-           "Metrics", "RunnerFactory", "Slices", "calibration_table", "excess_of",
-           "excess_table", "in_process", "mixed_pools", "oracle", "replay_rule",
+__all__ = ["BASELINES", "CHANCE_BINS", "LADDER", "LARGEST_SHARE", "RETRAIN_AT", "SPARSE",
+           "InProcessRunner", "Metrics", "RunnerFactory", "Slices", "calibration_table",
+           "excess_of", "excess_table", "in_process", "mixed_pools", "oracle", "replay_rule",
            "replay_service", "retrain_points", "table"]
