@@ -25,7 +25,7 @@ from recommender.core.online import (
     common_features,
     fit_action,
 )
-from recommender.core.policy import by_expected_cost, recommend
+from recommender.core.policy import _raised, by_expected_cost, recommend
 from recommender.core.population import PopulationSample, build_population
 from recommender.core.predictive import (
     Predictive,
@@ -766,6 +766,24 @@ def test_a_streak_of_light_runs_does_not_make_the_heavy_mode_unlikely() -> None:
     # and the model's chance is worth 30 runs: below the plain share, well above 2.4 %
     # (where the next slice is worth its memory, OOM_WAIT_GPUS)
     assert 0.5 * share < need.survival(slice_mib) <= share
+
+
+def test_the_reason_says_when_the_count_raised_the_chance() -> None:
+    samples = _streak_of_light_runs(light=8)
+    model = fit_action(samples, (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    need = found[0]
+    raised = need.raised_by_seen(8500.0)
+    assert raised is not None
+    level, share = raised
+    assert level == pytest.approx(replace(need, seen=None).survival(8500.0))
+    assert level < need.survival(8500.0) <= share
+    assert need.raised_by_seen(12000.0) is None  # no run passed it: the model alone
+    assert replace(need, seen=None).raised_by_seen(8500.0) is None
+    assert "needed more" in _raised(need, 8500.0) and f"{level:.1%}" in _raised(need, 8500.0)
+    assert _raised(need, 12000.0) == ""
 
 
 def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> None:

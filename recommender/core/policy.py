@@ -99,6 +99,17 @@ class _Remembered:
         return found
 
 
+def _raised(predictive: Predictive, mib: float) -> str:
+    """", raised from 3.0 % by ..." when the action's own count of runs past the slice raised
+    the model's chance there (predictive.SeenPeaks), else nothing."""
+    raised = predictive.raised_by_seen(mib)
+    if raised is None:
+        return ""
+    model, share = raised
+    return (f" (the level and its scatter say {model:.1%}; "
+            f"{share:.0%} of its runs, the newest weighing most, needed more)")
+
+
 def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float,
                      gpu_memory_mib: float) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
@@ -173,8 +184,8 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             chance = predictive.survival(chosen.profile.memory_mib)
             notes.append(
                 f"the slice of least expected cost (memory, plus the wait for a rerun after an "
-                f"OOM, {chance:.1%} likely, counted as "
-                f"{config.OOM_WAIT_GPUS:g} whole GPUs)"
+                f"OOM, {chance:.1%} likely{_raised(predictive, chosen.profile.memory_mib)}, "
+                f"counted as {config.OOM_WAIT_GPUS:g} whole GPUs)"
                 + ("" if len(pools) == 1 else " among the offered pools"))
         else:
             notes.append("the smallest slice that fits" if len(pools) == 1 else

@@ -227,8 +227,15 @@ class SeenPeaks:
         """P(need > mib), `model` being the model's answer."""
         if mib >= self.recent_max:
             return model
-        over = float(self.over[bisect_right(self.peaks, mib)])
-        return max(model, (self.prior * model + over) / (self.prior + self.total))
+        return max(model, (self.prior * model + self._over(mib)) / (self.prior + self.total))
+
+    def share(self, mib: float) -> float:
+        """The weighted share of the peaks above `mib` (for the reason)."""
+        return self._over(mib) / self.total if self.total > 0 else 0.0
+
+    def _over(self, mib: float) -> float:
+        i = bisect_right(self.peaks, mib)
+        return float(self.over[i]) if i < len(self.over) else 0.0
 
 
 @dataclass(frozen=True)
@@ -258,6 +265,13 @@ class Predictive:
         return mib
 
     def _tail(self, x: float) -> float:
+        total = self._model_tail(x)
+        if self.seen is not None:
+            total = self.seen.survival(self._mib(x), total)
+        return total
+
+    def _model_tail(self, x: float) -> float:
+        """The tail before the action's own count (`seen`) has its say."""
         main = 1.0 - sum(p for p, _, _ in self.changes)
         alone = _survival(x, self.loc, self.scale, self.df)
         if self.own is not None and self.scale > 0:
@@ -265,8 +279,6 @@ class Predictive:
         total = main * alone
         for p, loc, scale in self.changes:
             total += p * _survival(x, loc, scale, self.df)
-        if self.seen is not None:
-            total = self.seen.survival(self._mib(x), total)
         return total
 
     def survival(self, mib: float) -> float:
@@ -275,6 +287,20 @@ class Predictive:
             return 1.0
         x = self._x(mib)
         return 1.0 if x is None else self._tail(x)
+
+    def raised_by_seen(self, mib: float) -> tuple[float, float] | None:
+        """(the model's own chance, the share of the action's runs past `mib`) when that
+        share raised the chance of an OOM at `mib`; None when it did not. The reason says so:
+        an operator reading 9 % where the level says 3 % should see where 9 % came from."""
+        if self.seen is None or mib < self.floor_mib:
+            return None
+        x = self._x(mib)
+        if x is None:
+            return None
+        model = self._model_tail(x)
+        if self.seen.survival(mib, model) <= model:
+            return None
+        return model, self.seen.share(mib)
 
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
