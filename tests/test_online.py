@@ -21,6 +21,7 @@ from recommender.core.online import (
     ActionModels,
     Design,
     _best_exponents,
+    _borrowed_of,
     _designs,
     common_features,
     fit_action,
@@ -798,3 +799,68 @@ def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> Non
     need = found[0]
     assert need.seen is not None
     assert need.survival(9000) == replace(need, seen=None).survival(9000)
+
+
+# --- a young action borrows other actions' slopes (Design.slopes) ----------------------------
+
+
+def _scaling(batch_power: float, level: float, runs: int, seed: int) -> list[Sample]:
+    """An action whose peak grows as batch^power, a few percent of noise; newest first."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(runs):
+        b = rng.choice((2.0, 4.0, 8.0, 16.0, 32.0))
+        out.append(run(level * (1 + b) ** batch_power * math.exp(rng.gauss(0, 0.03)), i,
+                       {"batch": b}))
+    return out
+
+
+def test_the_borrowed_slope_is_the_median_of_other_actions_on_a_grid() -> None:
+    five = [{"batch": 0.61}, {"batch": 0.7}, {"batch": 0.82, "side": 2.0}, {"batch": 0.9},
+            {"batch": 0.72}]
+    borrowed = _borrowed_of(five)
+    assert borrowed == {"batch": pytest.approx(0.7)}  # side: one action cannot tell
+    assert _borrowed_of(five[:-1]) == {}  # four actions are too few
+    assert _borrowed_of([*five, {"batch": 0.71}])["batch"] == pytest.approx(0.7)  # on the grid
+
+
+def test_a_young_action_scales_its_first_runs_by_other_actions_slopes() -> None:
+    models = ActionModels()
+    for a in range(6):  # grown actions: peaks as batch^0.8
+        samples = _scaling(0.8, 1000.0 * (1 + a), 40, seed=a)
+        assert models.get(f"old-{a}", samples, 0.3) is not None
+    assert models.borrowed["batch"] == pytest.approx(0.8, abs=0.06)
+    # A new action ran at batch 2 and 4; its next request is batch 32.
+    young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0}), run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0})]
+    model = models.get("young", young, 0.3)
+    assert model is not None
+    found = model.predict({"batch": 32.0})
+    assert found is not None
+    need, fit = found
+    assert fit.design.slopes
+    truth = 3000.0 * 33 ** 0.8
+    assert 0.8 * truth < need.quantile(0.5) < 1.25 * truth
+    alone = fit_action(young, ("batch",), 0.3)  # no one to borrow from: its level alone
+    assert alone is not None
+    found_alone = alone.predict({"batch": 32.0})
+    assert found_alone is not None and not found_alone[1].design.slopes
+    assert found_alone[0].quantile(0.5) < 0.5 * truth
+
+
+def test_only_a_young_action_borrows_and_a_new_slope_refits_it() -> None:
+    models = ActionModels()
+    for a in range(5):
+        models.get(f"old-{a}", _scaling(0.8, 1000.0, 40, seed=a), 0.3)
+    grown = models.get("grown", _scaling(0.5, 900.0, config.ONLINE_BORROW_MAX_RUNS + 1, 9), 0.3)
+    assert grown is not None and not any(f.design.slopes for f in grown.fits)
+    young = _scaling(0.5, 900.0, 4, seed=11)
+    first = models.get("young", young, 0.3)
+    assert first is not None and any(f.design.slopes for f in first.fits)
+    before = models.borrowed["batch"]
+    for a in range(5, 12):  # more actions, flatter: the median moves
+        models.get(f"old-{a}", _scaling(0.2, 1000.0, 40, seed=a), 0.3)
+    assert models.borrowed["batch"] < before
+    again = models.get("young", young, 0.3)
+    assert again is not first
+    slopes = next(f.design.slopes for f in again.fits if f.design.slopes)
+    assert slopes == (models.borrowed["batch"],)

@@ -11,7 +11,9 @@ execution order (memory that grows within a pod's life), on the log of the reque
 pairwise products with errors in proportion to the need (a fixed footprint plus activations
 of batch x input size, the shape of most models' memory, which neither of the two before is),
 or a fixed footprint plus one power of the inputs whose exponents are chosen from a few (batch
-x sqrt(size), batch x sequence^2: first powers are not every model's shape).
+x sqrt(size), batch x sequence^2: first powers are not every model's shape). A young action also
+has a power law in its inputs with other actions' slopes (`ActionModels` keeps them), only its
+level its own: it has too few runs for slopes of its own.
 The design whose calibrated bound would have been best on the action's own past executions
 wins, judged by leave-one-out pinball loss: every design is scored on executions it was not
 fitted on, so a richer design wins only when it really predicts better (the closed-form
@@ -77,6 +79,12 @@ class Design:
     batch x sqrt(size), which neither the products (first powers) nor the power law (no
     footprint) is."""
     exponents: tuple[float, ...] = ()
+    slopes: tuple[float, ...] = ()
+    """A power law in the inputs whose slopes are other actions' (`ActionModels`), only its
+    level the action's own: one parameter, so from two runs on. A young action has too few
+    runs for slopes of its own, and without them its third run, with a batch four times its
+    first two, is sized as they were (the generated input-dependent workload's OOMs were all
+    in runs 3 to 9)."""
 
     @property
     def weight_half_life(self) -> float:
@@ -97,6 +105,8 @@ class Design:
     @property
     def parameters(self) -> int:
         k = len(self.features)
+        if self.slopes:
+            return 1
         if self.monomial:
             return 2
         return 1 + k + int(self.trend) + (k * (k - 1) // 2 if self.products else 0)
@@ -165,6 +175,8 @@ class Fit:
             if v is None or not math.isfinite(v):
                 return None
             values.append(math.log1p(max(v, 0.0)) if self.design.log_features else v)
+        if self.design.slopes:
+            return np.asarray((1.0, float(np.dot(values[1:], self.design.slopes))))
         if self.design.monomial:
             power = math.prod(max(v, 0.0) ** e if e else 1.0
                               for v, e in zip(values[1:], self.design.exponents, strict=True))
@@ -179,7 +191,11 @@ class Fit:
         x = self.row(features)
         if x is None:
             return None
-        loc = float(x @ self.coef)
+        if self.design.slopes:  # the borrowed slopes' offset, then the action's own level
+            x, offset = x[:1], float(x[1])
+        else:
+            offset = 0.0
+        loc = float(x @ self.coef) + offset
         # A relative scale is a fraction of the need; far outside the inputs seen, a location
         # near zero must not make a confident small need (the fit weighs runs the same way).
         size = (max(loc, config.ONLINE_RELATIVE_FLOOR * self.mean_level_mib, 1.0)
@@ -237,8 +253,13 @@ def _value(s: Sample) -> float:
     return s.peak_mib
 
 
-def _designs(feature_names: Sequence[str], n: int) -> list[Design]:
+def _designs(feature_names: Sequence[str], n: int, slopes: tuple[float, ...] = ()
+             ) -> list[Design]:
     designs = [Design("decayed history", log_space=True)]
+    if slopes:
+        designs.append(Design("a power law in the inputs with other actions' slopes",
+                              log_space=True, features=tuple(feature_names),
+                              log_features=True, slopes=slopes))
     if n >= config.ONLINE_MIN_RECENT_SAMPLES:
         designs.append(Design("the last few executions", log_space=True,
                               half_life=config.ONLINE_RECENT_HALF_LIFE))
@@ -422,6 +443,9 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
                                      np.maximum(raw, 0.0) ** np.asarray(design.exponents),
                                      1.0), axis=1)
             cols = [cols[0], power]
+        offset: FloatArray | None = None
+        if design.slopes:  # one column, the given slopes' sum, set aside below
+            cols = [cols[0], np.column_stack(cols[1:]) @ np.asarray(design.slopes)]
         if design.products:
             cols.extend(_pairwise(cols[1:]))
         if design.trend:
@@ -439,6 +463,11 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
             return None
         if not design.log_space:
             y = y_mib
+        if design.slopes:
+            # Only the level is fitted: the slopes are given (their column leaves the design
+            # as an offset, and comes back in what it predicts).
+            offset = x[:, 1].copy()
+            x, y = x[:, :1], y - offset
         q, r = np.linalg.qr(x * sw[:, None])
         diag = np.abs(np.diag(r))
         if diag.min() < 1e-9 * max(1.0, float(diag.max())):
@@ -456,6 +485,8 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
             coef = r_inv @ (q.T @ (y * sw))
             fitted = x @ coef
         leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
+        if offset is not None:
+            y, fitted = y + offset, fitted + offset
         total = float(w_ok.sum())
         if w_ok is weighted.w:
             n_eff, level = weighted.n_eff, weighted.level
@@ -638,8 +669,10 @@ def _change_posterior(residuals: Residuals, prior_log_scale: float, df: float) -
 _AT_S = operator.attrgetter("at_s")
 
 
-def _cores(samples: Sequence[Sample], feature_names: Sequence[str]) -> tuple[_Core, ...]:
-    """Every design that can be fitted on `samples` (newest first), before the prior scale."""
+def _cores(samples: Sequence[Sample], feature_names: Sequence[str],
+           slopes: tuple[float, ...] = ()) -> tuple[_Core, ...]:
+    """Every design that can be fitted on `samples` (newest first), before the prior scale;
+    with `slopes` (other actions', one per feature name), the power law on them too."""
     succeeded, oom = Outcome.SUCCEEDED, Outcome.OOM  # by identity: an Enum hashes in Python
     informative = [s for s in samples
                    if (s.outcome is succeeded and s.peak_mib > 0)
@@ -657,7 +690,7 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str]) -> tuple[_Co
     at = np.fromiter((s.at_s for s in informative), np.float64, n)
     data = _Data(y, np.log(y), inputs, np.arange(n, dtype=np.float64),
                  np.maximum(at.max() - at, 0.0))
-    designs = _designs(feature_names, n)
+    designs = _designs(feature_names, n, slopes)
     cores = [c for d in designs if d.features if (c := _core(d, data)) is not None]
     # Where designs on the inputs compete, every design is judged on the same runs, weighed
     # as those designs weigh them: one that follows the last few runs alone would be judged
@@ -673,8 +706,8 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
     prior of the designs on the inputs, learned across actions (ONLINE_INPUT_PRIOR_ACTIONS)."""
     if not cores:
         return None
-    priors = [input_prior if input_prior is not None and c.design.features else prior_log_scale
-              for c in cores]
+    priors = [input_prior if input_prior is not None and c.design.features
+              and not c.design.slopes else prior_log_scale for c in cores]
     fits = [_finish(c, prior) for c, prior in zip(cores, priors, strict=True)]
     posteriors = [f.change_posterior(prior) for f, prior in zip(fits, priors, strict=True)]
     ranked = sorted(zip(fits, posteriors, cores, strict=True),
@@ -699,13 +732,25 @@ def input_spread(cores: Sequence[_Core]) -> float | None:
     design on ONLINE_INPUT_PRIOR_MIN_RUNS executions."""
     best: float | None = None
     for c in cores:
-        if not c.design.features or c.shown < config.ONLINE_INPUT_PRIOR_MIN_RUNS:
+        if (not c.design.features or c.design.slopes
+                or c.shown < config.ONLINE_INPUT_PRIOR_MIN_RUNS):
             continue
         spread = math.sqrt(max(c.data_var, 0.0) / c.shown)
         if not (c.design.log_space or c.design.relative):
             spread /= max(c.level, 1.0)  # MiB about a need of about `level` MiB
         best = spread if best is None else min(best, spread)
     return best
+
+
+def own_slopes(cores: Sequence[_Core]) -> dict[str, float] | None:
+    """The action's own power law's slope per input, once it has ONLINE_BORROW_MIN_RUNS
+    executions to show them: what young actions borrow (`_borrowed_of`)."""
+    for c in cores:
+        d = c.design
+        if (d.log_features and not d.slopes and not d.monomial and not d.products
+                and c.shown >= config.ONLINE_BORROW_MIN_RUNS):
+            return {f: float(b) for f, b in zip(d.features, c.coef[1:], strict=True)}
+    return None
 
 
 def common_features(samples: Sequence[Sample]) -> tuple[str, ...]:
@@ -740,6 +785,12 @@ class ActionModels:
         """`input_spread` of the actions fitted last (ONLINE_INPUT_PRIOR_ACTIONS): what the
         designs on the inputs leave, across actions."""
         self._input_prior: float | None = None
+        self._slopes: OrderedDict[str, dict[str, float]] = OrderedDict()
+        """`own_slopes` of the actions fitted last (ONLINE_INPUT_PRIOR_ACTIONS)."""
+        self._borrowed: dict[str, float] = {}
+        """Per input name, the slope a young action borrows (`_borrowed_of`)."""
+        self._borrowed_version = 0
+        """Moves whenever the borrowed slopes do: the young actions refit."""
         self.fitted = 0
         """Refits from the history (every design fitted)."""
         self.refinished = 0
@@ -759,21 +810,29 @@ class ActionModels:
         newest, oldest = samples[0], samples[-1]
         history = (len(samples), newest.at_s, newest.peak_mib, newest.execution_id,
                    oldest.at_s)
+        young = len(samples) <= config.ONLINE_BORROW_MAX_RUNS
         with self._lock:
             input_prior = (None if self._input_prior is None
                            else min(self._input_prior, prior_log_scale))
-            key = (*history, round(prior_log_scale, 3), input_prior)
+            # A young action's fits depend on the borrowed slopes too (their version: the
+            # names it has are not known before its history is read, on a miss).
+            borrowed = self._borrowed_version if young else -1
+            key = (*history, round(prior_log_scale, 3), input_prior, borrowed)
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
                 return found[1]
             kept = self._cores.get(action_id)
-        cores = kept[1] if kept is not None and kept[0] == history else None
+            borrowed_slopes = self._borrowed  # replaced, never changed in place
+        names = common_features(samples)
+        slopes = _slopes_for(borrowed_slopes, names) if young else ()
+        cores = kept[1] if kept is not None and kept[0] == (*history, slopes) else None
         refinish = cores is not None
         if cores is None:
-            cores = _cores(samples, common_features(samples))
+            cores = _cores(samples, names, slopes)
         model = _model(cores, prior_log_scale, input_prior)
         spread = None if refinish else input_spread(cores)
+        own = None if refinish else own_slopes(cores)
         with self._lock:
             if spread is not None:
                 self._spreads[action_id] = spread
@@ -781,6 +840,15 @@ class ActionModels:
                 while len(self._spreads) > config.ONLINE_INPUT_PRIOR_ACTIONS:
                     self._spreads.popitem(last=False)
                 self._input_prior = _prior_of(list(self._spreads.values()))
+            if own is not None:
+                self._slopes[action_id] = own
+                self._slopes.move_to_end(action_id)
+                while len(self._slopes) > config.ONLINE_INPUT_PRIOR_ACTIONS:
+                    self._slopes.popitem(last=False)
+                borrowed_now = _borrowed_of(list(self._slopes.values()))
+                if borrowed_now != self._borrowed:
+                    self._borrowed = borrowed_now
+                    self._borrowed_version += 1
             if refinish:
                 self.refinished += 1
             else:
@@ -790,11 +858,37 @@ class ActionModels:
             while len(self._fits) > self.max_actions:
                 self._fits.popitem(last=False)
             if self.max_cores > 0:
-                self._cores[action_id] = (history, cores)
+                self._cores[action_id] = ((*history, slopes), cores)
                 self._cores.move_to_end(action_id)
                 while len(self._cores) > self.max_cores:
                     self._cores.popitem(last=False)
         return model
+
+    @property
+    def borrowed(self) -> dict[str, float]:
+        """The slopes a young action borrows, per input name (a copy)."""
+        with self._lock:
+            return dict(self._borrowed)
+
+
+def _slopes_for(borrowed: Mapping[str, float], names: Sequence[str]) -> tuple[float, ...]:
+    """Other actions' slopes for these inputs; () when any input has none yet."""
+    found = [borrowed.get(f) for f in names]
+    return () if not names or any(b is None for b in found) else tuple(
+        b for b in found if b is not None)
+
+
+def _borrowed_of(slopes: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per input name, the median of the slopes of the actions whose power law has it, once
+    ONLINE_INPUT_PRIOR_MIN_ACTIONS show it, on a grid of ONLINE_BORROW_SLOPE_STEP (so one more
+    action rarely moves it, and the young actions' fits it keys stay valid)."""
+    by_name: dict[str, list[float]] = {}
+    for own in slopes:
+        for f, b in own.items():
+            by_name.setdefault(f, []).append(b)
+    step = config.ONLINE_BORROW_SLOPE_STEP
+    return {f: round(float(np.median(v)) / step) * step for f, v in by_name.items()
+            if len(v) >= config.ONLINE_INPUT_PRIOR_MIN_ACTIONS}
 
 
 def _prior_of(spreads: Sequence[float]) -> float | None:
