@@ -100,8 +100,10 @@ class _Remembered:
 
 
 def _raised(predictive: Predictive, mib: float) -> str:
-    """", raised from 3.0 % by ..." when the action's own count of runs past the slice raised
-    the model's chance there (predictive.SeenPeaks), else nothing."""
+    """" (the level and its scatter say 3.0 %; 14 % of its runs ... needed more)" when the
+    action's own count of runs past the slice raised the model's chance there
+    (predictive.SeenPeaks), else nothing: a stated chance well above what the level suggests
+    must say where it came from."""
     raised = predictive.raised_by_seen(mib)
     if raised is None:
         return ""
