@@ -2,7 +2,8 @@
 designs once its history changed, and a Recommend's estimate once it is fitted.
 
 Prints a table: median microseconds per call over the repetitions, for histories of 10 to 500
-executions, with and without request features (the designs on the inputs only exist with them).
+executions, with and without request features (the designs on the inputs only exist with them),
+and a young action's fit with the power law on other actions' slopes.
 """
 
 from __future__ import annotations
@@ -61,3 +62,9 @@ def run(args: argparse.Namespace) -> None:
             estimator.estimate(evidence)  # fitted once
             hot = _median_us(lambda e=evidence, est=estimator: est.estimate(e), reps * 5)
             print(f"| {n} | {'yes' if features else 'no'} | {fit:,.0f} | {hot:,.1f} |")
+    # A young action also fits a power law on other actions' slopes (ONLINE_BORROW_*).
+    samples = _history(10, True)
+    names = common_features(samples)
+    borrowed = tuple(0.5 for _ in names)
+    fit = _median_us(lambda: fit_action(samples, names, 0.2, borrowed), reps)
+    print(f"| 10 | yes, and other actions' slopes | {fit:,.0f} | |")

@@ -721,9 +721,10 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
-               prior_log_scale: float) -> ActionModel | None:
-    """Every design that can be fitted on `samples` (newest first), best first."""
-    return _model(_cores(samples, feature_names), prior_log_scale)
+               prior_log_scale: float, slopes: tuple[float, ...] = ()) -> ActionModel | None:
+    """Every design that can be fitted on `samples` (newest first), best first; with `slopes`
+    (other actions', one per feature name), the power law on them too."""
+    return _model(_cores(samples, feature_names, slopes), prior_log_scale)
 
 
 def input_spread(cores: Sequence[_Core]) -> float | None:
