@@ -86,7 +86,7 @@ README, Evaluation). The 75th percentile of the spreads instead of their median:
 OOMs on shapes and the generated seed 7, memory within 0.3 % (the grid absorbs it)."""
 
 ONLINE_BORROW_MAX_RUNS = 30
-ONLINE_BORROW_MIN_RUNS = 10
+ONLINE_BORROW_MIN_RUNS = 6
 ONLINE_BORROW_SLOPE_STEP = 0.05
 """A young action (up to ONLINE_BORROW_MAX_RUNS executions) also gets a power law in its inputs
 whose slopes are other actions' (online.Design.slopes), only its level its own: per input name,
@@ -102,22 +102,26 @@ every design does, from two runs on, with the population's spread as its prior: 
 action's own shape. Past ONLINE_BORROW_MAX_RUNS its own designs have had the runs to learn their
 slopes. Measured in process (`recommender evaluate --runner in-process --trace T --seed N`;
 first-run OOMs at reserved GB-h): generated input-dependent seeds 7/1/2/3 9/5/4/5 at
-11,979/12,844/14,181/13,290 -> 7/5/4/4 at 11,944/12,809/14,160/13,262; shapes seeds 5/1/2
-18/16/14 at 24,043/21,886/24,594 -> 18/16/13 at 24,053/21,887/24,579; step change seeds 3/7/8/11
-12/17/9/10 -> 11/17/9/10 within 0.1 %; GenTD26 and two modes carry no inputs (the same). Small
-here because a replay starts every action at once: the slopes exist once five actions have 10
-runs, when most young actions are past their first runs; a service whose actions arrive over
-time lends them to every new one. Where most actions are young (the retraining job's hold-out on
-1,500 generated executions of 300 actions, five runs each on average), the rules the server runs
-cost 959.8 -> 817.2 GB-h with 0.44 % -> 0.00 % OOMs. Tried and not kept: the first run alone as
-the level from the second execution on (the population's spread, 4 degrees of freedom), instead
-of the population's prior until two runs: shapes' second runs cost 27 % less, but GenTD26 30 ->
-31 OOMs at 1.39x -> 1.44x (a t with 4 degrees of freedom about one window is heavier-tailed than
-other pods' first windows); the borrowed design's prior learned as how far the borrowed slopes
-miss on the actions with their own (the median of their leave-one-out spreads on them, 0.35 in
-log on the shapes workload against the population's 0.74): shapes seeds 5/1/2 18/16/14 ->
-19/17/14 OOMs at 0.4-0.6 % less memory, but the generated seed 7 9 -> 12 OOMs (at 0.2 % less):
-too confident for a shape that is not the action's own."""
+11,979/12,844/14,181/13,290 -> 6/4/3/4 at 11,916/12,795/14,109/13,221; shapes seeds 5/1/2
+18/16/14 at 24,043/21,886/24,594 -> 18/16/12 at 24,042/21,857/24,488; step change seeds 3/7/8/11
+12/17/9/10 at 14,648/11,259/11,054/14,222 -> 11/17/9/10 at 14,633/11,255/11,052/14,217; GenTD26
+and two modes carry no inputs (the same). Small here because a replay starts every action at
+once: the slopes exist once five actions have 6 runs, when most young actions are past their
+first runs; a service whose actions arrive over time lends them to every new one. Where most
+actions are young (the retraining job's hold-out on 1,500 generated executions of 300 actions,
+five runs each on average), the rules the server runs cost 959.8 -> 817.2 GB-h with 0.44 % ->
+0.00 % OOMs. Slopes from actions with 10 runs instead of 6 (the first kept; 6 is the first run
+at which an action with two inputs has a power law of its own, and the median over five actions
+damps one noisy slope): generated 7/5/4/4 OOMs at 11,944/12,809/14,160/13,262, shapes 18/16/13
+at 24,053/21,887/24,579. Tried and not kept: the first run alone as the level from the second
+execution on (the population's spread, 4 degrees of freedom), instead of the population's prior
+until two runs: shapes' second runs cost 27 % less, but GenTD26 30 -> 31 OOMs at 1.39x -> 1.44x
+(a t with 4 degrees of freedom about one window is heavier-tailed than other pods' first
+windows); the borrowed design's prior learned as how far the borrowed slopes miss on the actions
+with their own (the median of their leave-one-out spreads on them, 0.35 in log on the shapes
+workload against the population's 0.74): shapes seeds 5/1/2 18/16/14 -> 19/17/14 OOMs at 0.4-0.6
+% less memory, but the generated seed 7 9 -> 12 OOMs (at 0.2 % less): too confident for a shape
+that is not the action's own."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions
