@@ -50,6 +50,15 @@ def run(peak: float, i: int, features: dict[str, float] | None = None,
                   execution_id=f"x{i}", features=features or {})
 
 
+def _serving(samples: list[Sample]) -> Predictive:
+    """The need an action without inputs is served with (its best design's)."""
+    model = fit_action(samples, (), 0.1)
+    assert model is not None
+    found = model.predict({})
+    assert found is not None
+    return found[0]
+
+
 def test_student_t_tail_matches_known_values_and_inverts() -> None:
     # t with 10 df: P(T > 1.812) = 0.05, P(T > 2.764) = 0.01 (tables).
     assert t_survival(1.812, 10) == pytest.approx(0.05, abs=2e-3)
@@ -333,11 +342,7 @@ def test_one_execution_far_above_the_usual_sizes_the_next_for_the_new_level() ->
 
 
 def test_ordinary_scatter_leaves_the_estimate_alone() -> None:
-    model = fit_action(_steady(60), (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
+    need = _serving(_steady(60))
     assert sum(p for p, _, _ in need.changes) < 0.1
     without = replace(need, changes=())  # no level change weighed
     assert need.quantile(0.95) == pytest.approx(without.quantile(0.95), rel=0.03)
@@ -655,11 +660,7 @@ def _two_modes(n: int, heavy_share: float = 0.2, seed: int = 3) -> list[Sample]:
 
 def _with_and_without_own_tail(samples: list[Sample]) -> tuple[Predictive, Predictive]:
     """The serving need of an action with no inputs, and the same need on the t alone."""
-    model = fit_action(samples, (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
+    need = _serving(samples)
     return need, replace(need, own=None, seen=None)
 
 
@@ -724,16 +725,9 @@ def test_seen_peaks_raise_the_models_chance_towards_their_share_and_never_lower_
 
 
 def test_only_an_action_with_enough_runs_and_no_inputs_counts_its_peaks() -> None:
-    def serving(samples: list[Sample]) -> Predictive:
-        model = fit_action(samples, (), 0.1)
-        assert model is not None
-        found = model.predict({})
-        assert found is not None
-        return found[0]
-
     runs = config.ONLINE_SEEN_MIN_RUNS
-    assert serving(_two_modes(runs - 1)).seen is None
-    assert serving(_two_modes(runs)).seen is not None
+    assert _serving(_two_modes(runs - 1)).seen is None
+    assert _serving(_two_modes(runs)).seen is not None
     rng = random.Random(4)
     with_inputs = [run(2000 + 100 * b * math.exp(rng.gauss(0, 0.02)), i, {"batch": b})
                    for i, b in enumerate(rng.choice((8, 16, 32, 64)) for _ in range(60))]
@@ -753,11 +747,7 @@ def _streak_of_light_runs(light: int) -> list[Sample]:
 
 def test_a_streak_of_light_runs_does_not_make_the_heavy_mode_unlikely() -> None:
     samples = _streak_of_light_runs(light=8)
-    model = fit_action(samples, (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
+    need = _serving(samples)
     slice_mib = 8500.0  # above the light mode, below the heavy one
     share = sum(s.peak_mib > slice_mib for s in samples) / len(samples)
     assert 0.1 < share < 0.3
@@ -771,11 +761,7 @@ def test_a_streak_of_light_runs_does_not_make_the_heavy_mode_unlikely() -> None:
 
 def test_the_reason_says_when_the_count_raised_the_chance() -> None:
     samples = _streak_of_light_runs(light=8)
-    model = fit_action(samples, (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
+    need = _serving(samples)
     raised = need.raised_by_seen(8500.0)
     assert raised is not None
     level, share = raised
@@ -792,11 +778,7 @@ def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> Non
     after = config.ONLINE_SEEN_RECENT
     samples = [run((6000 if i < after else 12000) * math.exp(rng.gauss(0, 0.03)), i)
                for i in range(100)]
-    model = fit_action(samples, (), 0.1)
-    assert model is not None
-    found = model.predict({})
-    assert found is not None
-    need = found[0]
+    need = _serving(samples)
     assert need.seen is not None
     assert need.survival(9000) == replace(need, seen=None).survival(9000)
 

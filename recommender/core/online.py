@@ -825,12 +825,15 @@ class ActionModels:
                 return found[1]
             kept = self._cores.get(action_id)
             borrowed_slopes = self._borrowed  # replaced, never changed in place
-        names = common_features(samples)
-        slopes = _slopes_for(borrowed_slopes, names) if young else ()
+        # A grown action's names are read only when its designs are fitted again: a refinish
+        # (a new prior scale) reuses its cores without reading 500 runs' features.
+        names = common_features(samples) if young else None
+        slopes = _slopes_for(borrowed_slopes, names) if names else ()
         cores = kept[1] if kept is not None and kept[0] == (*history, slopes) else None
         refinish = cores is not None
         if cores is None:
-            cores = _cores(samples, names, slopes)
+            cores = _cores(samples, common_features(samples) if names is None else names,
+                           slopes)
         model = _model(cores, prior_log_scale, input_prior)
         spread = None if refinish else input_spread(cores)
         own = None if refinish else own_slopes(cores)
