@@ -415,6 +415,58 @@ def test_a_new_action_starts_from_the_population() -> None:
     assert 6000 < declared.mib < 12000 and "declared" in declared.detail
 
 
+def _population(between: float, within: float = 0.05, actions: int = 30) -> list[
+        PopulationSample]:
+    """Actions whose levels differ by `between` in log, their runs by `within` about them."""
+    rng = random.Random(5)
+    rows = []
+    for a in range(actions):
+        level = 6000 * math.exp(rng.gauss(0, between))
+        rows += [PopulationSample(f"a{a}", k * 3600.0, level * math.exp(rng.gauss(0, within)))
+                 for k in range(5)]
+    return rows
+
+
+def test_a_second_run_weighs_the_first_against_the_population() -> None:
+    """Where actions differ far more than runs do, an action's one run says where its level
+    is: its second execution is sized about that run (a new action far above the others is
+    not held to their first peaks), with no more spread than a new action's. Where they are
+    alike, a run among theirs moves it little, and one far from all of them is believed."""
+    pop = build_population(_population(between=1.0))
+    est = default_estimator(population=lambda: pop)
+    new = est.estimate(Evidence(NOW))
+    assert new is not None and new.predictive is not None
+    second = est.estimate(Evidence(NOW, samples=[run(60000, 0)]))
+    assert second is not None and second.predictive is not None
+    assert second.source == POPULATION and "its one run (60,000 MiB)" in second.detail
+    assert second.detail.startswith("one run so far")
+    assert 60000 < second.mib < 60000 * math.exp(0.4)
+    assert second.predictive.scale <= new.predictive.scale
+    small = est.estimate(Evidence(NOW, samples=[run(900, 0)]))
+    assert small is not None and 900 < small.mib < 900 * math.exp(0.4) < new.mib
+
+    alike = build_population(_population(between=0.0))
+    est = default_estimator(population=lambda: alike)
+    typical = est.estimate(Evidence(NOW))
+    near = est.estimate(Evidence(NOW, samples=[run(7000, 0)]))
+    assert typical is not None and near is not None
+    assert near.mib == pytest.approx(typical.mib, rel=0.1)  # mostly the others' level
+    # A run far from every other action's is believed, not pulled back to them (a t prior).
+    unlike = est.estimate(Evidence(NOW, samples=[run(60000, 0)]))
+    assert unlike is not None and unlike.mib > 60000
+
+
+def test_a_first_run_that_ran_out_of_memory_says_only_how_much_at_least() -> None:
+    """An OOM's bumped value is a floor, not a level: the second execution starts from the
+    population's view, above the slice the first died in."""
+    pop = build_population(_population(between=1.0))
+    est = default_estimator(population=lambda: pop)
+    died = est.estimate(Evidence(NOW, samples=[run(0, 0, outcome=Outcome.OOM,
+                                                   slice_mib=10000)]))
+    assert died is not None and "one run" not in died.detail
+    assert died.hard_floor_mib >= 10000
+
+
 def test_the_learned_spread_moves_in_steps_so_small_moves_refit_nothing() -> None:
     """Two reads of a population whose median spread differs by half a percent give one prior
     scale (on a grid POPULATION_SCALE_STEP apart in log): the actions' models fitted for the

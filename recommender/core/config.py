@@ -348,6 +348,29 @@ it is uncertain by about 5 % itself; yet every population read (POPULATION_REFRE
 moved it by 0.2 to 4 %, and each move is every action's prior moved: its model is finished
 again at its next Recommend (half the refits of the runner's pattern in
 `python -m bench.pairs`)."""
+POPULATION_MODE_STEPS = 20
+"""An action's second execution weighs its one run against the population's view of a new
+action (population.after_one_run: the level's posterior under a t prior on levels, its mode by
+this many reweighted means; each moves it a share of the way, so 20 settle it to well under a
+percent, a few float operations on the one Recommend of an action's second run). Why: the
+second run ignored the first one's peak and stood where a new action stands, a whole card on
+the shapes workload (peaks 1.5 to 79 GB across actions); the first run alone as the level with
+the population's spread (tried before) was wider than the prior where actions are alike, and
+cost GenTD26 memory. Measured in process (`recommender evaluate --runner in-process --trace T
+[--seed N] --quiet`; first-run OOMs at reserved GB-h, before -> after): shapes seed 5 18 at
+24,042 -> 19 at 23,936 (its second runs' excess over the oracle 341 -> about 235 GB-h); two modes
+seeds 1/2/3 6/18/13 at 14,351/21,538/17,751 -> 7/18/13 at 14,284/21,338/17,695 (seed 1's
+second runs 105 -> 38 GB-h, one OOM in 30); step change seeds 3/7 11/17 at 14,633/11,255 ->
+14,541/11,167; GenTD26 30 at 119,540 -> 31 at 119,479; the generated input-dependent seed 7 6
+at 11,916 -> 7 at 11,923 (its declared figures already placed the second run). One OOM more on
+four of eight replays, each a second run at a chance the expected cost accepts; less memory on
+seven. A normal prior on levels instead of the t: GenTD26 30 OOMs at 119,451, the others the
+same OOMs within 0.1 % of memory; not kept, because it pulls an action unlike the others back
+to them (a 60 GB first run among alike 6 GB actions put its level at about 14 GB: a second OOM
+certain), where the t believes the run. The root mean square of the actions' spreads instead of
+their median as one run's scatter: shapes 19 OOMs at 24,015 GB-h (most of the saving gone), the
+generated seed 7 back to 6 OOMs, GenTD26 and two modes the same OOMs."""
+
 POPULATION_DEFAULT_LOG_SCALE = 0.25
 POPULATION_MIN_LOG_SCALE = 0.05
 """The typical run-to-run spread of an action's log peak: learned as the median over actions

@@ -347,13 +347,16 @@ class PopulationPrior:
 
     def estimate(self, evidence: Evidence) -> Estimate | None:
         pop = self.population()
-        found = pop.prior(evidence.declared_mib) if pop else None
+        ok = [s for s in evidence.samples if s.outcome is Outcome.SUCCEEDED and s.peak_mib > 0]
+        first = ok[0].peak_mib if len(ok) == 1 and len(evidence.samples) == 1 else 0.0
+        found = pop.prior(evidence.declared_mib, first) if pop else None
         if found is None:
             return None
         need, why = found
         mib = need.quantile(config.ESTIMATE_QUANTILE)
+        said = "one run so far" if first else "new action"
         return Estimate(mib=mib, source=POPULATION, quantile=config.ESTIMATE_QUANTILE,
-                        detail=f"new action: {why}; p{config.ESTIMATE_QUANTILE * 100:g} "
+                        detail=f"{said}: {why}; p{config.ESTIMATE_QUANTILE * 100:g} "
                         f"{mib:,.0f} MiB", predictive=need)
 
 

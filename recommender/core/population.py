@@ -47,20 +47,53 @@ class Population:
     declared_actions: int
     """Log (first peak / declared) across actions that declared memory."""
 
-    def prior(self, declared_mib: float) -> tuple[Predictive, str] | None:
-        """The predictive need of a new action, and what it was learned from."""
+    def prior(self, declared_mib: float, first_run_mib: float = 0.0
+              ) -> tuple[Predictive, str] | None:
+        """The predictive need of a new action, and what it was learned from; with
+        `first_run_mib`, the peak of its one execution so far, weighed against it
+        (`after_one_run`)."""
         df_extra = config.ONLINE_PRIOR_DF
+        found: tuple[Predictive, str] | None = None
         if declared_mib > 0 and self.declared_loc is not None:
             loc = math.log(declared_mib) + self.declared_loc
-            return (Predictive(loc, self.declared_scale, self.declared_actions - 1 + df_extra),
-                    f"declared {declared_mib:,.0f} MiB x {math.exp(self.declared_loc):.2f}, "
-                    f"how first peaks relate to declared memory across "
-                    f"{self.declared_actions} actions")
-        if self.first_loc is not None:
-            return (Predictive(self.first_loc, self.first_scale,
-                               self.first_actions - 1 + df_extra),
-                    f"first peaks of {self.first_actions} other actions")
-        return None
+            found = (Predictive(loc, self.declared_scale, self.declared_actions - 1 + df_extra),
+                     f"declared {declared_mib:,.0f} MiB x {math.exp(self.declared_loc):.2f}, "
+                     f"how first peaks relate to declared memory across "
+                     f"{self.declared_actions} actions")
+        elif self.first_loc is not None:
+            found = (Predictive(self.first_loc, self.first_scale,
+                                self.first_actions - 1 + df_extra),
+                     f"first peaks of {self.first_actions} other actions")
+        if found is None or first_run_mib <= 0:
+            return found
+        prior, why = found
+        return (after_one_run(prior, math.log(first_run_mib), self.log_scale),
+                f"its one run ({first_run_mib:,.0f} MiB) weighed against {why}")
+
+
+def after_one_run(prior: Predictive, first_run: float, log_scale: float) -> Predictive:
+    """The need at a new action's second execution: its level is somewhere among other
+    actions' (the prior holds their levels and one run's scatter about them), and its first
+    run (log `first_run`) is one draw about that level with the population's run-to-run
+    spread `log_scale`. The level's posterior weighs the run and the prior by their
+    precisions; the prior on levels is a t with ONLINE_PRIOR_DF degrees of freedom, so a run
+    far outside the others' (an action unlike them) is believed over them rather than pulled
+    back to them (its mode by iteratively reweighted means, started at the run). The need is
+    the level plus one more run's scatter, a t with ONLINE_PRIOR_DF (the action's own spread is
+    not known yet), never wider than the prior. Why, and what it changed: config,
+    POPULATION_MODE_STEPS."""
+    within = log_scale * log_scale
+    between = max(prior.scale * prior.scale - within, 0.0)
+    if between <= 0.0:
+        return prior  # the actions differ no more than runs do: the run says nothing new
+    df = config.ONLINE_PRIOR_DF
+    level, weight = first_run, 1.0 / between
+    for _ in range(config.POPULATION_MODE_STEPS):
+        gap = level - prior.loc
+        weight = (df + 1.0) / (df * between + gap * gap)
+        level = (first_run / within + prior.loc * weight) / (1.0 / within + weight)
+    scale = math.sqrt(1.0 / (1.0 / within + weight) + within)
+    return Predictive(level, min(scale, prior.scale), min(prior.df, df))
 
 
 def _spread(values: Sequence[float]) -> float:
