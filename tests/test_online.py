@@ -23,6 +23,7 @@ from recommender.core.online import (
     _best_exponents,
     _borrowed_of,
     _designs,
+    _slopes_for,
     common_features,
     fit_action,
 )
@@ -879,6 +880,26 @@ def test_a_young_action_scales_its_first_runs_by_other_actions_slopes() -> None:
     found_alone = alone.predict({"batch": 32.0})
     assert found_alone is not None and not found_alone[1].design.slopes
     assert found_alone[0].quantile(0.5) < 0.5 * truth
+
+
+def test_a_young_action_borrows_the_slopes_there_are() -> None:
+    """An input no other action has (its own kind's sequence length) lends no slope; the
+    young action's power law leaves it out and still scales by the batch size others show."""
+    models = ActionModels()
+    for a in range(6):
+        models.get(f"old-{a}", _scaling(0.8, 1000.0 * (1 + a), 40, seed=a), 0.3)
+    young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0, "seq": 512.0}),
+             run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0, "seq": 1024.0})]
+    assert _slopes_for(models.borrowed, ("batch", "seq")) == (models.borrowed["batch"], None)
+    assert _slopes_for(models.borrowed, ("seq",)) == ()
+    model = models.get("young", young, 0.3)
+    assert model is not None
+    found = model.predict({"batch": 32.0, "seq": 512.0})
+    assert found is not None
+    need, fit = found
+    assert fit.design.features == ("batch",) and fit.design.slopes
+    truth = 3000.0 * 33 ** 0.8
+    assert 0.8 * truth < need.quantile(0.5) < 1.25 * truth
 
 
 def test_only_a_young_action_borrows_and_a_new_slope_refits_it() -> None:

@@ -121,7 +121,12 @@ windows); the borrowed design's prior learned as how far the borrowed slopes mis
 with their own (the median of their leave-one-out spreads on them, 0.35 in log on the shapes
 workload against the population's 0.74): shapes seeds 5/1/2 18/16/14 -> 19/17/14 OOMs at 0.4-0.6
 % less memory, but the generated seed 7 9 -> 12 OOMs (at 0.2 % less): too confident for a shape
-that is not the action's own."""
+that is not the action's own. Lent per input: an input no slope is lent for yet (one only its
+own kind of action has, an attention action's sequence length beside everyone's batch size) is
+left out of the power law, which scales by the others (before, any such input withheld the
+design). Measured in process (2026-12-04, on a4c5f9c): shapes seeds 5/1/2 19/17/13 first-run OOMs
+at 23,936/21,747/24,373 GB-h -> 17/17/13 at 23,870/21,741/24,360; the generated seed 7 (whose
+actions share their inputs' names) and step seed 3 (one input) the same to the GB-h."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions

@@ -53,6 +53,8 @@ from recommender.core.predictive import OwnTail, Predictive, SeenPeaks, own_tail
 
 FloatArray = NDArray[np.float64]
 T = TypeVar("T", float, FloatArray)
+Lent = tuple[float | None, ...]
+"""Other actions' slope per input name of an action, None where none is lent (`_slopes_for`)."""
 
 
 @dataclass(frozen=True)
@@ -253,13 +255,13 @@ def _value(s: Sample) -> float:
     return s.peak_mib
 
 
-def _designs(feature_names: Sequence[str], n: int, slopes: tuple[float, ...] = ()
-             ) -> list[Design]:
+def _designs(feature_names: Sequence[str], n: int, slopes: Lent = ()) -> list[Design]:
     designs = [Design("decayed history", log_space=True)]
-    if slopes:
+    lent = [(f, b) for f, b in zip(feature_names, slopes, strict=False) if b is not None]
+    if lent:
         designs.append(Design("a power law in the inputs with other actions' slopes",
-                              log_space=True, features=tuple(feature_names),
-                              log_features=True, slopes=slopes))
+                              log_space=True, features=tuple(f for f, _ in lent),
+                              log_features=True, slopes=tuple(b for _, b in lent)))
     if n >= config.ONLINE_MIN_RECENT_SAMPLES:
         designs.append(Design("the last few executions", log_space=True,
                               half_life=config.ONLINE_RECENT_HALF_LIFE))
@@ -669,10 +671,11 @@ def _change_posterior(residuals: Residuals, prior_log_scale: float, df: float) -
 _AT_S = operator.attrgetter("at_s")
 
 
-def _cores(samples: Sequence[Sample], feature_names: Sequence[str],
-           slopes: tuple[float, ...] = ()) -> tuple[_Core, ...]:
+def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent = ()
+           ) -> tuple[_Core, ...]:
     """Every design that can be fitted on `samples` (newest first), before the prior scale;
-    with `slopes` (other actions', one per feature name), the power law on them too."""
+    with `slopes` (other actions', one per feature name, None where none is lent), the power
+    law on the inputs that have one too."""
     succeeded, oom = Outcome.SUCCEEDED, Outcome.OOM  # by identity: an Enum hashes in Python
     informative = [s for s in samples
                    if (s.outcome is succeeded and s.peak_mib > 0)
@@ -721,9 +724,10 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
-               prior_log_scale: float, slopes: tuple[float, ...] = ()) -> ActionModel | None:
+               prior_log_scale: float, slopes: Lent = ()) -> ActionModel | None:
     """Every design that can be fitted on `samples` (newest first), best first; with `slopes`
-    (other actions', one per feature name), the power law on them too."""
+    (other actions', one per feature name, None where none is lent), the power law on the
+    inputs that have one too."""
     return _model(_cores(samples, feature_names, slopes), prior_log_scale)
 
 
@@ -875,11 +879,12 @@ class ActionModels:
             return dict(self._borrowed)
 
 
-def _slopes_for(borrowed: Mapping[str, float], names: Sequence[str]) -> tuple[float, ...]:
-    """Other actions' slopes for these inputs; () when any input has none yet."""
-    found = [borrowed.get(f) for f in names]
-    return () if not names or any(b is None for b in found) else tuple(
-        b for b in found if b is not None)
+def _slopes_for(borrowed: Mapping[str, float], names: Sequence[str]) -> Lent:
+    """Other actions' slopes for these inputs, None for an input none is lent for yet (the
+    power law leaves it out: an attention action's batch size is lent long before its
+    sequence length, which only its kind of action has); () when none has one."""
+    found = tuple(borrowed.get(f) for f in names)
+    return found if any(b is not None for b in found) else ()
 
 
 def _borrowed_of(slopes: Sequence[Mapping[str, float]]) -> dict[str, float]:
