@@ -749,7 +749,7 @@ def input_spread(cores: Sequence[_Core]) -> float | None:
 
 def own_slopes(cores: Sequence[_Core]) -> dict[str, float] | None:
     """The action's own power law's slope per input, once it has ONLINE_BORROW_MIN_RUNS
-    executions to show them: what young actions borrow (`_borrowed_of`)."""
+    executions beyond its parameters to show them: what young actions borrow (`_borrowed_of`)."""
     for c in cores:
         d = c.design
         if (d.log_features and not d.slopes and not d.monomial and not d.products
