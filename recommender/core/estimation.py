@@ -347,8 +347,10 @@ class PopulationPrior:
 
     def estimate(self, evidence: Evidence) -> Estimate | None:
         pop = self.population()
-        ok = [s for s in evidence.samples if s.outcome is Outcome.SUCCEEDED and s.peak_mib > 0]
-        first = ok[0].peak_mib if len(ok) == 1 and len(evidence.samples) == 1 else 0.0
+        # Only an action with one recorded run, which succeeded (an OOM's value is a floor).
+        only = evidence.samples[0] if len(evidence.samples) == 1 else None
+        first = (only.peak_mib if only is not None and only.outcome is Outcome.SUCCEEDED
+                 and only.peak_mib > 0 else 0.0)
         found = pop.prior(evidence.declared_mib, first) if pop else None
         if found is None:
             return None
