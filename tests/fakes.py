@@ -227,7 +227,8 @@ class InMemoryStore:
             action_id=e.action_id, at_s=e.ended_at.timestamp(),
             need_mib=(e.peak_memory_mib if e.outcome is Outcome.SUCCEEDED
                       else oom_bumped(e.slice_memory_mib, e.peak_memory_mib)),
-            declared_mib=float(declared.get(e.execution_id, 0))) for e in latest]
+            declared_mib=float(declared.get(e.execution_id, 0)), features=dict(e.features))
+            for e in latest]
 
     def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
         """As `SqlStore.throughput_summary`: the mean per-worker throughput of successful

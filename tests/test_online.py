@@ -405,8 +405,9 @@ def test_a_new_action_starts_from_the_population() -> None:
             rows.append(PopulationSample(f"a{a}", k * 3600.0, level * math.exp(rng.gauss(0, 0.05)),
                                          declared_mib=level * 2.5))
     pop = build_population(rows)
-    assert pop.first_actions == 20 and 0.02 < pop.log_scale < 0.1
-    assert pop.declared_loc == pytest.approx(math.log(1 / 2.5), abs=0.05)
+    assert pop.first is not None and pop.first.actions == 20 and 0.02 < pop.log_scale < 0.1
+    assert pop.declared is not None
+    assert pop.declared.loc == pytest.approx(math.log(1 / 2.5), abs=0.05)
     est = default_estimator(population=lambda: pop)
     new = est.estimate(Evidence(NOW))
     assert new is not None and new.source == POPULATION and "first peaks" in new.detail
@@ -466,6 +467,70 @@ def test_a_first_run_that_ran_out_of_memory_says_only_how_much_at_least() -> Non
                                                    slice_mib=10000)]))
     assert died is not None and "one run" not in died.detail
     assert died.hard_floor_mib >= 10000
+
+
+def _growing(actions: int = 30, runs: int = 3, slope: float = 0.5, between: float = 0.3,
+             declared: bool = False) -> list[PopulationSample]:
+    """Actions whose peaks grow as batch_size^slope about levels `between` apart in log (a
+    little run-to-run noise), each run at a batch from 1 to 64, as a young service's are."""
+    rng = random.Random(11)
+    rows = []
+    for a in range(actions):
+        level = 3000 * math.exp(rng.gauss(0, between))
+        for k in range(runs):
+            batch = float(2 ** rng.randint(0, 6))
+            rows.append(PopulationSample(
+                f"a{a}", k * 3600.0, level * batch ** slope * math.exp(rng.gauss(0, 0.05)),
+                declared_mib=level * 64 ** slope if declared else 0.0,
+                features={"batch_size": batch, "note": 1.0}))
+    return rows
+
+
+def test_a_new_action_starts_at_its_request_inputs() -> None:
+    """Where other actions' peaks grow with an input (seen within each of them, two or three
+    runs apiece), a new action is placed at its request's inputs: a batch of 64 well above a
+    batch of 1, both narrower than the first peaks alone, and the reason says so. An input
+    that never varies (`note`) lends nothing."""
+    pop = build_population(_growing())
+    assert pop.at_inputs is not None and pop.first is not None
+    assert pop.at_inputs.inputs.slopes.keys() == {"batch_size"}
+    assert pop.at_inputs.inputs.slopes["batch_size"] == pytest.approx(0.5, abs=0.05)
+    assert pop.at_inputs.first is not None and pop.at_inputs.first.scale < 0.5 * pop.first.scale
+    est = default_estimator(population=lambda: pop)
+    small = est.estimate(Evidence(NOW, features={"batch_size": 1.0}))
+    large = est.estimate(Evidence(NOW, features={"batch_size": 64.0}))
+    blind = est.estimate(Evidence(NOW))
+    assert small is not None and large is not None and blind is not None
+    assert small.source == POPULATION and "at this request's inputs (batch_size^0.5" in small.detail
+    assert small.predictive is not None and large.predictive is not None
+    assert math.exp(large.predictive.loc - small.predictive.loc) == pytest.approx(8, rel=0.15)
+    assert small.mib < blind.mib and "inputs" not in blind.detail
+
+
+def test_the_second_run_is_moved_to_the_new_request_inputs() -> None:
+    """An action's one run at batch 1 says where its level is; its second execution at batch
+    16 is sized about that run moved by the slope (x4 for a square root). When the user
+    declared memory (here 8 times the level, as every other action's figure is), the declared
+    figure's prior is moved the same way, and a run that agrees with it changes little."""
+    for declared, first_peak in ((0.0, 5000.0), (20000.0, 2500.0)):
+        pop = build_population(_growing(declared=declared > 0))
+        est = default_estimator(population=lambda pop=pop: pop)
+        one = [run(first_peak, 0, {"batch_size": 1.0})]
+        second = est.estimate(Evidence(NOW, samples=one, features={"batch_size": 16.0},
+                                       declared_mib=declared))
+        assert second is not None and second.predictive is not None
+        assert "one run" in second.detail and "at this request's inputs" in second.detail
+        assert ("declared" in second.detail) == (declared > 0)
+        assert math.exp(second.predictive.loc) == pytest.approx(4 * first_peak, rel=0.1)
+
+
+def test_inputs_that_explain_nothing_leave_the_population_as_it_was() -> None:
+    """Peaks that do not move with the input: no part of the population is moved to it."""
+    pop = build_population(_growing(slope=0.0, runs=5))
+    assert pop.at_inputs is None
+    est = default_estimator(population=lambda: pop)
+    new = est.estimate(Evidence(NOW, features={"batch_size": 64.0}))
+    assert new is not None and "inputs" not in new.detail
 
 
 def test_the_learned_spread_moves_in_steps_so_small_moves_refit_nothing() -> None:

@@ -207,6 +207,7 @@ def test_population_samples_are_the_latest_fits_and_ooms_of_any_action(
         ("b", (T0 + timedelta(hours=2)).timestamp(), 7500.0),
         ("a", (T0 + timedelta(hours=1)).timestamp(), 0.0)]
     assert got[1].need_mib == 3000 and got[0].need_mib > 9856  # an OOM: more than its slice
+    assert got[1].features == {"batch": 8.0}
     assert [p.action_id for p in any_store.population_samples(1)] == ["b"]
 
 

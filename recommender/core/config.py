@@ -380,6 +380,29 @@ certain), where the t believes the run. The root mean square of the actions' spr
 their median as one run's scatter: shapes 19 OOMs at 24,015 GB-h (most of the saving gone), the
 generated seed 7 back to 6 OOMs, GenTD26 and two modes the same OOMs."""
 
+POPULATION_POOL_RUNS = 10
+"""The slopes on inputs pooled across actions (population._pooled_slopes) take each action's
+latest this many runs: one busy action does not speak for all, a few runs show a slope within
+an action, and the read's cost (its inputs read per run) stays bounded: 20,000 rows of 500
+actions with two inputs build in about 45 ms against 17 without inputs."""
+POPULATION_INPUTS_NARROWER = 0.9
+"""A new action (and its second run) is placed at its request's inputs only where the first
+peaks, moved to the inputs' centres by the slopes pooled across actions, spread less than this
+share of the raw ones (the inputs explain a fifth of how actions differ): a spread over a few
+dozen actions is itself uncertain by 10 to 15 %, and a move that narrows it less is as likely
+chance. Why: most of a new service's first runs come while its actions have two or three runs
+each, too few for a power law of their own to lend slopes (ONLINE_BORROW_*), so first peaks
+were one spread across actions, inputs and all: on the shapes workload a batch of 1 and a batch
+of 32 started from the same whole card. Measured in process (`recommender evaluate --runner
+in-process --trace T [--seed N] --quiet`; OOMs at reserved GB-h, before -> after): shapes seeds
+5/1/2 17/17/12 at 23,850/21,711/24,287 -> 17/13/13 at 23,632/21,551/24,087 (seed 5's
+population-served excess 578 -> 367 GB-h); the generated workload (declared figures moved
+too) seeds 7/1/2 6/4/3 at 11,888/12,750/14,099 -> the same OOMs at 11,862/12,681/14,012; step
+change seeds 3/7/8 the same 11/17/8 at 14,536/11,166/11,009; GenTD26 and two modes (no
+inputs) unchanged. With any narrowing at all (no threshold), step seed 7 (one input that
+explains almost nothing) was placed at its inputs on 0.64 against 0.65 and took 18 OOMs at
+11,169."""
+
 POPULATION_DEFAULT_LOG_SCALE = 0.25
 POPULATION_MIN_LOG_SCALE = 0.05
 """The typical run-to-run spread of an action's log peak: learned as the median over actions

@@ -351,7 +351,8 @@ class PopulationPrior:
         only = evidence.samples[0] if len(evidence.samples) == 1 else None
         first = (only.peak_mib if only is not None and only.outcome is Outcome.SUCCEEDED
                  and only.peak_mib > 0 else 0.0)
-        found = pop.prior(evidence.declared_mib, first) if pop else None
+        found = (pop.prior(evidence.declared_mib, first, evidence.features,
+                           only.features if only is not None else None) if pop else None)
         if found is None:
             return None
         need, why = found

@@ -4,7 +4,10 @@ A new action is not a blank: across the actions a service has seen, first peaks 
 distribution, and (when users declare memory) real peaks relate to declared figures in a way
 that holds across users ("declared 16 GB, used 6" is common). So a new action starts from the
 population, on a slice chosen by expected cost, instead of the largest slice; only when nothing
-at all is known (a new service) does the largest slice remain.
+at all is known (a new service) does the largest slice remain. Where peaks grow with inputs
+that actions' requests share (a batch size), a new action is placed at its request's inputs:
+slopes pooled within actions (`_pooled_slopes`) move the first peaks to the inputs' centres
+(`AtInputs`), and from there to the request's.
 
 Built from the most recent executions across actions (one bounded query, refreshed now and then
 by the use cases); pure numbers here.
@@ -12,14 +15,18 @@ by the use cases); pure numbers here.
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from numpy.typing import NDArray
 
 from recommender.core import config
 from recommender.core.predictive import Predictive
+
+FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,52 @@ class PopulationSample:
     need_mib: float
     """Its peak (an OOM's bumped value)."""
     declared_mib: float = 0.0
+    features: Mapping[str, float] = field(default_factory=dict, compare=False)
+    """Its request's features: how steeply peaks grow with inputs, learned across actions."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """How peaks move with a request's inputs across actions (`_pooled_slopes`): per input
+    name a slope of log peak on log input, about a centre (the mean log input of the first
+    runs that carry it). An input a request lacks is taken at its centre; an input no slope
+    is known for moves nothing."""
+
+    slopes: Mapping[str, float]
+    centres: Mapping[str, float]
+
+    def shift(self, features: Mapping[str, float]) -> float:
+        return math.fsum(b * (math.log(v) - self.centres[f]) for f, b in self.slopes.items()
+                         if (v := features.get(f, 0.0)) > 0)
+
+    def said(self) -> str:
+        return ", ".join(f"{f}^{b:.2f}" for f, b in sorted(self.slopes.items()))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Across actions: the mean and spread of a log quantity (a first peak, a first peak over
+    the declared memory), and how many actions show it."""
+
+    loc: float
+    scale: float
+    actions: int
+
+    def predictive(self, at: float) -> Predictive:
+        return Predictive(at + self.loc, self.scale, self.actions - 1 + config.ONLINE_PRIOR_DF)
+
+
+@dataclass(frozen=True)
+class AtInputs:
+    """The population moved to the centres of the inputs (each first peak less its inputs'
+    shift): where that leaves less spread across actions than the raw figures, a new action is
+    placed at its request's inputs."""
+
+    inputs: Inputs
+    log_scale: float
+    """Run-to-run spread of an action's log peak once its inputs are accounted for."""
+    first: Spread | None
+    declared: Spread | None
 
 
 @dataclass(frozen=True)
@@ -38,37 +91,44 @@ class Population:
     actions: int
     log_scale: float
     """Typical spread of an action's own log peaks: the prior of every action's scale."""
-    first_loc: float | None
-    first_scale: float
-    first_actions: int
+    first: Spread | None
     """Log first peak across actions: where a new action without a declared figure starts."""
-    declared_loc: float | None
-    declared_scale: float
-    declared_actions: int
+    declared: Spread | None
     """Log (first peak / declared) across actions that declared memory."""
+    at_inputs: AtInputs | None = None
+    """The same at the request's inputs, where that tells a new action more."""
 
-    def prior(self, declared_mib: float, first_run_mib: float = 0.0
+    def prior(self, declared_mib: float, first_run_mib: float = 0.0,
+              features: Mapping[str, float] | None = None,
+              first_features: Mapping[str, float] | None = None
               ) -> tuple[Predictive, str] | None:
         """The predictive need of a new action, and what it was learned from; with
-        `first_run_mib`, the peak of its one execution so far, weighed against it
-        (`after_one_run`)."""
-        df_extra = config.ONLINE_PRIOR_DF
-        found: tuple[Predictive, str] | None = None
-        if declared_mib > 0 and self.declared_loc is not None:
-            loc = math.log(declared_mib) + self.declared_loc
-            found = (Predictive(loc, self.declared_scale, self.declared_actions - 1 + df_extra),
-                     f"declared {declared_mib:,.0f} MiB x {math.exp(self.declared_loc):.2f}, "
-                     f"how first peaks relate to declared memory across "
-                     f"{self.declared_actions} actions")
-        elif self.first_loc is not None:
-            found = (Predictive(self.first_loc, self.first_scale,
-                                self.first_actions - 1 + df_extra),
-                     f"first peaks of {self.first_actions} other actions")
-        if found is None or first_run_mib <= 0:
-            return found
-        prior, why = found
-        return (after_one_run(prior, math.log(first_run_mib), self.log_scale),
-                f"its one run ({first_run_mib:,.0f} MiB) weighed against {why}")
+        `first_run_mib`, the peak of its one execution so far (whose request carried
+        `first_features`), weighed against it (`after_one_run`)."""
+        moved = self.at_inputs if features else None
+        declared = declared_mib > 0 and self.declared is not None
+        spread = (self.declared if declared else self.first) if moved is None else (
+            moved.declared if declared else moved.first)
+        if spread is None:
+            moved, spread = None, self.declared if declared else self.first
+        if spread is None:
+            return None
+        at = math.log(declared_mib) if declared else 0.0
+        if declared:
+            why = (f"declared {declared_mib:,.0f} MiB x {math.exp(spread.loc):.2f}, how first "
+                   f"peaks relate to declared memory across {spread.actions} actions")
+        else:
+            why = f"first peaks of {spread.actions} other actions"
+        shift = moved.inputs.shift if moved is not None else (lambda _: 0.0)
+        if moved is not None:
+            why += f" at this request's inputs ({moved.inputs.said()})"
+        prior = spread.predictive(at)
+        if first_run_mib > 0:
+            prior = after_one_run(
+                prior, math.log(first_run_mib) - shift(first_features or {}),
+                moved.log_scale if moved is not None else self.log_scale)
+            why = f"its one run ({first_run_mib:,.0f} MiB) weighed against {why}"
+        return replace(prior, loc=prior.loc + shift(features or {})), why
 
 
 def after_one_run(prior: Predictive, first_run: float, log_scale: float) -> Predictive:
@@ -113,31 +173,149 @@ def build_population(samples: Sequence[PopulationSample]) -> Population:
     for s in samples:
         if s.need_mib > 0:
             by_action.setdefault(s.action_id, []).append(s)
-    spreads: list[float] = []
-    firsts: list[float] = []
-    ratios: list[float] = []
+    logs: list[_Logs] = []
     for runs in by_action.values():
         runs.sort(key=lambda s: s.at_s)
-        logs = [math.log(s.need_mib) for s in runs]
-        if len(logs) >= config.POPULATION_MIN_RUNS_FOR_SPREAD:
-            # Successive differences: the run-to-run variation, not a slow drift of level.
-            diffs = [b - a for a, b in itertools.pairwise(logs)]
-            spreads.append(math.sqrt(statistics.fmean(d * d for d in diffs) / 2.0))
-        firsts.append(logs[0])
+        logs.append(_logs_of(runs))
+    log_scale = _log_scale([_run_spread(a.y) for a in logs])
+    first = _across([float(a.y[0]) for a in logs], log_scale)
+    declared = _across(_ratios(by_action, lambda _: 0.0), log_scale)
+    return Population(actions=len(by_action), log_scale=log_scale, first=first,
+                      declared=declared, at_inputs=_at_inputs(by_action, logs, first, declared))
+
+
+@dataclass(frozen=True)
+class _Logs:
+    """An action's runs in time order, in log: its needs, and for its latest
+    POPULATION_POOL_RUNS the inputs all of them carry."""
+
+    y: FloatArray
+    names: tuple[str, ...]
+    x: FloatArray
+    """Its latest runs x names."""
+
+    @property
+    def recent(self) -> FloatArray:
+        """The needs of the runs `x` is of."""
+        return self.y[len(self.y) - len(self.x):]
+
+
+def _logs_of(runs: Sequence[PopulationSample]) -> _Logs:
+    y = np.log(np.array([s.need_mib for s in runs], dtype=np.float64))
+    recent = runs[-config.POPULATION_POOL_RUNS:]
+    names = tuple(sorted(f for f, v in recent[0].features.items() if v > 0))
+    if not names:
+        return _Logs(y, (), np.empty((len(recent), 0)))
+    raw = np.array([[s.features.get(f, 0.0) for f in names] for s in recent], dtype=np.float64)
+    carried = np.all(raw > 0, axis=0)
+    return _Logs(y, tuple(f for f, c in zip(names, carried.tolist(), strict=True) if c),
+                 np.log(raw[:, carried]))
+
+
+def _ratios(by_action: Mapping[str, Sequence[PopulationSample]],
+            shift: Callable[[Mapping[str, float]], float]) -> list[float]:
+    """Log (first peak / declared memory), less the first run's `shift`, of each action that
+    declared some."""
+    found = []
+    for runs in by_action.values():
         declared = next((s.declared_mib for s in runs if s.declared_mib > 0), 0.0)
         if declared > 0:
-            ratios.append(logs[0] - math.log(declared))
-    log_scale = (statistics.median(spreads) if spreads
-                 else config.POPULATION_DEFAULT_LOG_SCALE)
-    log_scale = on_grid(max(log_scale, config.POPULATION_MIN_LOG_SCALE))
-    enough = config.POPULATION_MIN_ACTIONS
-    return Population(
-        actions=len(by_action),
-        log_scale=log_scale,
-        first_loc=statistics.fmean(firsts) if len(firsts) >= enough else None,
-        first_scale=max(_spread(firsts), log_scale),
-        first_actions=len(firsts),
-        declared_loc=statistics.fmean(ratios) if len(ratios) >= enough else None,
-        declared_scale=max(_spread(ratios), log_scale),
-        declared_actions=len(ratios),
-    )
+            found.append(math.log(runs[0].need_mib / declared) - shift(runs[0].features))
+    return found
+
+
+def _across(values: Sequence[float], least_scale: float) -> Spread | None:
+    if len(values) < config.POPULATION_MIN_ACTIONS:
+        return None
+    return Spread(statistics.fmean(values), max(_spread(values), least_scale), len(values))
+
+
+def _log_scale(spreads: Sequence[float | None]) -> float:
+    """The median of the actions' run-to-run spreads (`_run_spread`), on the grid."""
+    known = [s for s in spreads if s is not None]
+    found = statistics.median(known) if known else config.POPULATION_DEFAULT_LOG_SCALE
+    return on_grid(max(found, config.POPULATION_MIN_LOG_SCALE))
+
+
+def _run_spread(y: FloatArray) -> float | None:
+    """From successive differences: the run-to-run variation, not a slow drift of level;
+    None for an action with fewer than POPULATION_MIN_RUNS_FOR_SPREAD runs."""
+    if len(y) < config.POPULATION_MIN_RUNS_FOR_SPREAD:
+        return None
+    d = np.diff(y)
+    return math.sqrt(float(np.mean(d * d)) / 2.0)
+
+
+def _pooled_slopes(logs: Sequence[_Logs]) -> dict[str, float]:
+    """Per input name carried by POPULATION_MIN_ACTIONS actions' runs, the slope of log peak
+    on log input within actions, pooled across them (each action's runs about its own means,
+    one least-squares fit; an input an action's runs do not all carry is a zero column for it),
+    each action by its latest POPULATION_POOL_RUNS runs: a busy action does not speak for
+    all. Within, because how actions differ in level is what the prior's spread is for; pooled,
+    because a new service's actions have two or three runs each when most of its first runs
+    come, far too few for a power law of their own."""
+    counts: dict[str, int] = {}
+    for a in logs:
+        if len(a.x) >= 2:
+            for f, varies in zip(a.names, (np.ptp(a.x, axis=0) > 1e-9).tolist(), strict=True):
+                if varies:
+                    counts[f] = counts.get(f, 0) + 1
+    shared = sorted(f for f, c in counts.items() if c >= config.POPULATION_MIN_ACTIONS)
+    if not shared:
+        return {}
+    column = {f: k for k, f in enumerate(shared)}
+    xs, ys = [], []
+    for a in logs:
+        cols = [(j, column[f]) for j, f in enumerate(a.names) if f in column]
+        if len(a.x) < 2 or not cols:
+            continue
+        full = np.zeros((len(a.x), len(shared)))
+        for j, k in cols:
+            full[:, k] = a.x[:, j] - a.x[:, j].mean()
+        xs.append(full)
+        ys.append(a.recent - a.recent.mean())
+    if not xs:
+        return {}
+    coef = np.linalg.lstsq(np.vstack(xs), np.concatenate(ys), rcond=None)[0]
+    return {f: float(b) for f, b in zip(shared, coef, strict=True)}
+
+
+def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequence[_Logs],
+               first: Spread | None, declared: Spread | None) -> AtInputs | None:
+    """The population moved to the centres of the inputs by the pooled slopes, each part kept
+    only where it spreads less than the raw one (POPULATION_INPUTS_NARROWER: the inputs
+    explain some of how actions' first runs differ); None where no part is kept."""
+    if first is None:
+        return None
+    firsts = [runs[0] for runs in by_action.values()]
+    carried: dict[str, list[float]] = {}
+    for s in firsts:
+        for f, v in s.features.items():
+            if v > 0:
+                carried.setdefault(f, []).append(math.log(v))
+    slopes = {f: b for f, b in _pooled_slopes(logs).items() if f in carried}
+    if not slopes:
+        return None
+    inputs = Inputs(slopes, {f: statistics.fmean(carried[f]) for f in slopes})
+
+    def moved(a: _Logs) -> FloatArray:
+        y = a.recent.copy()
+        for j, f in enumerate(a.names):
+            if f in slopes:
+                y -= slopes[f] * (a.x[:, j] - inputs.centres[f])
+        return y
+
+    log_scale = _log_scale([_run_spread(moved(a)) for a in logs])
+    moved_first = _across([math.log(s.need_mib) - inputs.shift(s.features) for s in firsts],
+                          log_scale)
+    moved_declared = _across(_ratios(by_action, inputs.shift), log_scale)
+    kept_first = moved_first if _narrower(moved_first, first) else None
+    kept_declared = moved_declared if _narrower(moved_declared, declared) else None
+    if kept_first is None and kept_declared is None:
+        return None
+    return AtInputs(inputs, log_scale, kept_first, kept_declared)
+
+
+def _narrower(moved: Spread | None, raw: Spread | None) -> bool:
+    return (moved is not None and raw is not None
+            and moved.scale < raw.scale * config.POPULATION_INPUTS_NARROWER)
