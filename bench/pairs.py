@@ -33,12 +33,15 @@ def _others(rows: int) -> Iterator[dict[str, object]]:
     start = datetime.now(UTC) - timedelta(days=3)
     for i in range(rows):
         at = start + timedelta(seconds=i)
+        batch = float(2 ** rng.randint(0, 3))
+        # Peaks that grow with the batch: the population pools a slope on it, as it would.
         yield {"execution_id": f"p{i}", "action_id": f"other-{rng.randrange(500)}",
                "recommendation_id": "", "gpu_model": "A100-40GB", "profile": "1g.10gb",
-               "slice_memory_mib": 9856, "count": 1, "peak_memory_mib": rng.uniform(3000, 9000),
+               "slice_memory_mib": 9856, "count": 1,
+               "peak_memory_mib": rng.uniform(1500, 4500) * batch ** 0.5,
                "sm_utilization": 50.0, "duration_s": 60.0, "throughput": 0.0,
                "outcome": "SUCCEEDED", "started_at": at, "ended_at": at, "recorded_at": at,
-               "features": {}}
+               "features": {"batch_size": batch, "input_mb": round(rng.uniform(1, 100), 1)}}
 
 
 def main(argv: list[str] | None = None) -> None:
