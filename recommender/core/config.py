@@ -117,6 +117,15 @@ median over five actions damps one noisy slope, and the borrowed design still co
 loss): shapes seeds 5/1/2 17/17/13 at 23,870/21,741/24,360 GB-h -> 17/17/12 at
 23,850/21,711/24,287; generated seeds 7/1/2 7/4/3 at 11,923/12,785/14,112 -> 6/4/3 at
 11,888/12,750/14,099; step change seeds 3/7 (one input) 11/17 at 14,541/11,167 -> 14,536/11,166.
+Before any action has a power law of its own, the population's slopes pooled within actions
+(population._pooled_slopes: two or three runs per action are enough, as a new service's are),
+on the same grid, are lent for the inputs no grown action lends one for yet; a grown action's
+slope, its own kind's shape, comes first once there is one. Measured in process (2026-12-04,
+on 37ef5f9): shapes seeds 5/1/2 17/13/13 OOMs at 23,632/21,551/24,087 GB-h -> 15/13/12 at
+23,456/21,435/23,952 (seed 5's first ten runs per action 1,095 -> 918 GB-h over the oracle);
+generated seeds 7/1/2 6/4/3 at 11,862/12,681/14,012 -> 6/2/3 at
+11,842/12,629/13,982; step change seeds 3/7/8 the
+same 11/17/8 at 14,536/11,166/11,009 -> 14,539/11,166/11,009.
 Tried and not kept: the first run alone as the level from the second execution on (the population's
 spread, 4 degrees of freedom), instead of the population's prior until two runs: shapes' second
 runs cost 27 % less, but GenTD26 30 -> 31 OOMs at 1.39x -> 1.44x (a t with 4 degrees of freedom

@@ -808,8 +808,10 @@ class ActionModels:
         with self._lock:
             return self._input_prior
 
-    def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float
-            ) -> ActionModel | None:
+    def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float,
+            pooled: Mapping[str, float] | None = None) -> ActionModel | None:
+        """`pooled`: the population's slopes pooled within actions (`population`), lent to a
+        young action for an input none of the grown actions lends one for yet."""
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]
@@ -822,13 +824,16 @@ class ActionModels:
             # A young action's fits depend on the borrowed slopes too (their version: the
             # names it has are not known before its history is read, on a miss).
             borrowed = self._borrowed_version if young else -1
-            key = (*history, round(prior_log_scale, 3), input_prior, borrowed)
+            pooled_key = tuple(sorted(pooled.items())) if young and pooled else ()
+            key = (*history, round(prior_log_scale, 3), input_prior, borrowed, pooled_key)
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
                 return found[1]
             kept = self._cores.get(action_id)
             borrowed_slopes = self._borrowed  # replaced, never changed in place
+            if pooled_key:
+                borrowed_slopes = {**dict(pooled_key), **borrowed_slopes}
         # A grown action's names are read only when its designs are fitted again: a refinish
         # (a new prior scale) reuses its cores without reading 500 runs' features.
         names = common_features(samples) if young else None

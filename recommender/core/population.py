@@ -97,6 +97,9 @@ class Population:
     """Log (first peak / declared) across actions that declared memory."""
     at_inputs: AtInputs | None = None
     """The same at the request's inputs, where that tells a new action more."""
+    slopes: Mapping[str, float] = field(default_factory=dict)
+    """The slopes pooled within actions (`_pooled_slopes`), on a grid ONLINE_BORROW_SLOPE_STEP
+    apart: what a young action borrows for an input no grown action lends one for yet."""
 
     def prior(self, declared_mib: float, first_run_mib: float = 0.0,
               features: Mapping[str, float] | None = None,
@@ -180,8 +183,12 @@ def build_population(samples: Sequence[PopulationSample]) -> Population:
     log_scale = _log_scale([_run_spread(a.y) for a in logs])
     first = _across([float(a.y[0]) for a in logs], log_scale)
     declared = _across(_ratios(by_action, lambda _: 0.0), log_scale)
+    pooled = _pooled_slopes(logs)
+    step = config.ONLINE_BORROW_SLOPE_STEP
     return Population(actions=len(by_action), log_scale=log_scale, first=first,
-                      declared=declared, at_inputs=_at_inputs(by_action, logs, first, declared))
+                      declared=declared,
+                      at_inputs=_at_inputs(by_action, logs, pooled, first, declared),
+                      slopes={f: round(b / step) * step for f, b in pooled.items()})
 
 
 @dataclass(frozen=True)
@@ -281,7 +288,8 @@ def _pooled_slopes(logs: Sequence[_Logs]) -> dict[str, float]:
 
 
 def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequence[_Logs],
-               first: Spread | None, declared: Spread | None) -> AtInputs | None:
+               pooled: Mapping[str, float], first: Spread | None, declared: Spread | None
+               ) -> AtInputs | None:
     """The population moved to the centres of the inputs by the pooled slopes, each part kept
     only where it spreads less than the raw one (POPULATION_INPUTS_NARROWER: the inputs
     explain some of how actions' first runs differ); None where no part is kept."""
@@ -293,7 +301,7 @@ def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequen
         for f, v in s.features.items():
             if v > 0:
                 carried.setdefault(f, []).append(math.log(v))
-    slopes = {f: b for f, b in _pooled_slopes(logs).items() if f in carried}
+    slopes = {f: b for f, b in pooled.items() if f in carried}
     if not slopes:
         return None
     inputs = Inputs(slopes, {f: statistics.fmean(carried[f]) for f in slopes})
