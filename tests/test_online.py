@@ -505,6 +505,8 @@ def test_a_new_action_starts_at_its_request_inputs() -> None:
     assert small.predictive is not None and large.predictive is not None
     assert math.exp(large.predictive.loc - small.predictive.loc) == pytest.approx(8, rel=0.15)
     assert small.mib < blind.mib and "inputs" not in blind.detail
+    other = est.estimate(Evidence(NOW, features={"seq_len": 512.0}))
+    assert other is not None and other.detail == blind.detail  # none of the inputs it knows
 
 
 def test_the_second_run_is_moved_to_the_new_request_inputs() -> None:

@@ -108,7 +108,10 @@ class Population:
         """The predictive need of a new action, and what it was learned from; with
         `first_run_mib`, the peak of its one execution so far (whose request carried
         `first_features`), weighed against it (`after_one_run`)."""
-        moved = self.at_inputs if features else None
+        moved = self.at_inputs
+        if moved is None or not features or not any(
+                features.get(f, 0.0) > 0 for f in moved.inputs.slopes):
+            moved = None  # a request without the inputs: the narrower spread is not for it
         declared = declared_mib > 0 and self.declared is not None
         spread = (self.declared if declared else self.first) if moved is None else (
             moved.declared if declared else moved.first)
