@@ -996,7 +996,7 @@ def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes
     young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0}), run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0})]
     alone = models.get("young", young, 0.3)
     assert alone is not None and not any(f.design.slopes for f in alone.fits)
-    model = models.get("young", young, 0.3, {"batch": 0.8})
+    model = models.get("young", young, 0.3, (("batch", 0.8),))
     assert model is not None and model is not alone
     found = model.predict({"batch": 32.0})
     assert found is not None
@@ -1006,7 +1006,7 @@ def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes
     assert 0.8 * truth < need.quantile(0.5) < 1.25 * truth
     for a in range(6):
         models.get(f"old-{a}", _scaling(0.5, 1000.0 * (1 + a), 40, seed=a), 0.3)
-    lent = models.get("young", young, 0.3, {"batch": 0.8})
+    lent = models.get("young", young, 0.3, (("batch", 0.8),))
     assert lent is not None
     slopes = next(f.design.slopes for f in lent.fits if f.design.slopes)
     assert slopes == (models.borrowed["batch"],) and slopes != (0.8,)

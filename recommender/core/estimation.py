@@ -323,7 +323,7 @@ class OnlineModel:
         pop = self.population()
         log_scale = pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE
         model = self.models.get(evidence.action_id, samples, log_scale,
-                                pop.slopes if pop else {})
+                                pop.slopes if pop else ())
         found = model.predict(evidence.features) if model else None
         if found is None:
             return None

@@ -809,9 +809,9 @@ class ActionModels:
             return self._input_prior
 
     def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float,
-            pooled: Mapping[str, float] | None = None) -> ActionModel | None:
-        """`pooled`: the population's slopes pooled within actions (`population`), lent to a
-        young action for an input none of the grown actions lends one for yet."""
+            pooled: tuple[tuple[str, float], ...] = ()) -> ActionModel | None:
+        """`pooled`: the population's slopes pooled within actions (`Population.slopes`), lent
+        to a young action for an input none of the grown actions lends one for yet."""
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]
@@ -824,7 +824,7 @@ class ActionModels:
             # A young action's fits depend on the borrowed slopes too (their version: the
             # names it has are not known before its history is read, on a miss).
             borrowed = self._borrowed_version if young else -1
-            pooled_key = tuple(sorted(pooled.items())) if young and pooled else ()
+            pooled_key = pooled if young else ()
             key = (*history, round(prior_log_scale, 3), input_prior, borrowed, pooled_key)
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:

@@ -97,9 +97,10 @@ class Population:
     """Log (first peak / declared) across actions that declared memory."""
     at_inputs: AtInputs | None = None
     """The same at the request's inputs, where that tells a new action more."""
-    slopes: Mapping[str, float] = field(default_factory=dict)
+    slopes: tuple[tuple[str, float], ...] = ()
     """The slopes pooled within actions (`_pooled_slopes`), on a grid ONLINE_BORROW_SLOPE_STEP
-    apart: what a young action borrows for an input no grown action lends one for yet."""
+    apart, by input name in order: what a young action borrows for an input no grown action
+    lends one for yet (as pairs, so each Recommend keys its fits on them as they are)."""
 
     def prior(self, declared_mib: float, first_run_mib: float = 0.0,
               features: Mapping[str, float] | None = None,
@@ -191,7 +192,8 @@ def build_population(samples: Sequence[PopulationSample]) -> Population:
     return Population(actions=len(by_action), log_scale=log_scale, first=first,
                       declared=declared,
                       at_inputs=_at_inputs(by_action, logs, pooled, first, declared),
-                      slopes={f: round(b / step) * step for f, b in pooled.items()})
+                      slopes=tuple(sorted((f, round(b / step) * step)
+                                          for f, b in pooled.items())))
 
 
 @dataclass(frozen=True)

@@ -484,7 +484,7 @@ class UseCases:
             self.action_models.get(
                 action_id, samples,
                 pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE,
-                pop.slopes if pop else {})
+                pop.slopes if pop else ())
 
     def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
                      ) -> tuple[list[HistoryEntry], str]:
