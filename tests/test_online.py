@@ -526,6 +526,58 @@ def test_the_second_run_is_moved_to_the_new_request_inputs() -> None:
         assert math.exp(second.predictive.loc) == pytest.approx(4 * first_peak, rel=0.1)
 
 
+def _models(actions: int = 30, exponent: float = 0.8, shown: bool = True
+            ) -> list[PopulationSample]:
+    """Actions that each serve one model: its size (`params_b`, constant within the action)
+    sets the level as size^exponent, batch_size moves each run as a square root, and a
+    little run-to-run noise; `shown=False` carries a size unrelated to the level."""
+    rng = random.Random(5)
+    rows = []
+    for a in range(actions):
+        size = math.exp(rng.uniform(math.log(0.2), math.log(20)))
+        said = size if shown else math.exp(rng.uniform(math.log(0.2), math.log(20)))
+        for k in range(3):
+            batch = float(2 ** rng.randint(0, 6))
+            rows.append(PopulationSample(
+                f"m{a}", k * 3600.0,
+                4000 * size ** exponent * batch ** 0.5 * math.exp(rng.gauss(0, 0.05)),
+                features={"batch_size": batch, "params_b": round(said, 3)}))
+    return rows
+
+
+def test_an_input_constant_within_actions_places_a_new_one_by_its_slope_across_them() -> None:
+    """A model's size never varies within an action, so no slope within actions is seen for
+    it; across the actions' first peaks it explains most of how they differ. A new action is
+    placed by both: batch within, size across (x 100^0.8 between a 0.2 and a 20 B model),
+    narrower than by batch alone, wider far outside the sizes seen, and the reason says so.
+    The declared figure's ratio, where there is one, is not moved by it."""
+    pop = build_population(_models())
+    assert pop.at_inputs is not None and pop.at_inputs.first is not None
+    inputs = pop.at_inputs.for_first
+    assert inputs.across == ("params_b",)
+    assert inputs.slopes["params_b"] == pytest.approx(0.8, abs=0.05)
+    assert inputs.slopes["batch_size"] == pytest.approx(0.5, abs=0.05)
+    assert pop.at_inputs.inputs.slopes.keys() == {"batch_size"}  # within only
+    by_batch = build_population(_models(shown=False)).at_inputs
+    assert by_batch is not None and by_batch.first is not None
+    assert by_batch.for_first.across == ()  # an unrelated size lends nothing
+    assert pop.at_inputs.first.scale < 0.5 * by_batch.first.scale
+    est = default_estimator(population=lambda: pop)
+    small = est.estimate(Evidence(NOW, features={"batch_size": 8.0, "params_b": 0.2}))
+    large = est.estimate(Evidence(NOW, features={"batch_size": 8.0, "params_b": 20.0}))
+    beyond = est.estimate(Evidence(NOW, features={"batch_size": 8.0, "params_b": 2000.0}))
+    assert small is not None and large is not None and beyond is not None
+    assert small.predictive is not None and large.predictive is not None
+    assert beyond.predictive is not None
+    assert "params_b^0.8" in small.detail and "across actions" in small.detail
+    assert math.exp(large.predictive.loc - small.predictive.loc) == pytest.approx(
+        100 ** 0.8, rel=0.2)
+    assert beyond.predictive.scale > 1.2 * large.predictive.scale  # its slope is uncertain
+    # Too few actions to tell a slope across them from chance: batch alone.
+    few = build_population(_models(actions=12)).at_inputs
+    assert few is not None and few.for_first.across == ()
+
+
 def test_inputs_that_explain_nothing_leave_the_population_as_it_was() -> None:
     """Peaks that do not move with the input: no part of the population is moved to it."""
     pop = build_population(_growing(slope=0.0, runs=5))

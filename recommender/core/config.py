@@ -412,6 +412,13 @@ inputs) unchanged. With any narrowing at all (no threshold), step seed 7 (one in
 explains almost nothing) was placed at its inputs on 0.64 against 0.65 and took 18 OOMs at
 11,169."""
 
+POPULATION_ACROSS_ACTIONS_PER_SLOPE = 8
+"""Actions whose first runs a slope across actions needs, per slope and for the mean
+(population._slopes_across): 16 for one input. An input constant within each action (a model's
+size) shows no slope within any, so its only evidence is how actions' first peaks differ with
+it; with few actions a chance correlation passes POPULATION_INPUTS_NARROWER's bar (one
+unrelated input over 10 actions does one time in nine, over 16 one in twenty)."""
+
 POPULATION_DEFAULT_LOG_SCALE = 0.25
 POPULATION_MIN_LOG_SCALE = 0.05
 """The typical run-to-run spread of an action's log peak: learned as the median over actions

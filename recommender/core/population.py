@@ -7,7 +7,8 @@ population, on a slice chosen by expected cost, instead of the largest slice; on
 at all is known (a new service) does the largest slice remain. Where peaks grow with inputs
 that actions' requests share (a batch size), a new action is placed at its request's inputs:
 slopes pooled within actions (`_pooled_slopes`) move the first peaks to the inputs' centres
-(`AtInputs`), and from there to the request's.
+(`AtInputs`), and from there to the request's; an input constant within each action (a model's
+size) is given a slope across the actions' first peaks instead (`_slopes_across`).
 
 Built from the most recent executions across actions (one bounded query, refreshed now and then
 by the use cases); pure numbers here.
@@ -51,13 +52,31 @@ class Inputs:
 
     slopes: Mapping[str, float]
     centres: Mapping[str, float]
+    across: tuple[str, ...] = ()
+    """Those of `slopes` fitted across actions' first runs (`_slopes_across`), not within."""
+    inverse: tuple[tuple[float, ...], ...] = ()
+    """(X'X)^-1 of that fit (a column of ones, then the centred log inputs in `across`
+    order): how uncertain its mean and slopes are, so a request far from the inputs seen is
+    given a wider prior."""
 
     def shift(self, features: Mapping[str, float]) -> float:
         return math.fsum(b * (math.log(v) - self.centres[f]) for f, b in self.slopes.items()
                          if (v := features.get(f, 0.0)) > 0)
 
+    def leverage(self, features: Mapping[str, float]) -> float:
+        """d' (X'X)^-1 d of the request's centred log inputs across actions (d = [1, ...]):
+        the variance of the fit's mean there, in units of the spread about it (1/n at the
+        centres; 0 without slopes across actions)."""
+        if not self.across:
+            return 0.0
+        d = [1.0] + [math.log(v) - self.centres[f] if (v := features.get(f, 0.0)) > 0 else 0.0
+                     for f in self.across]
+        return max(math.fsum(d[i] * row[j] * d[j] for i, row in enumerate(self.inverse)
+                             for j in range(len(d))), 0.0)
+
     def said(self) -> str:
-        return ", ".join(f"{f}^{b:.2f}" for f, b in sorted(self.slopes.items()))
+        return ", ".join(f"{f}^{b:.2f}" + (" across actions" if f in self.across else "")
+                         for f, b in sorted(self.slopes.items()))
 
 
 @dataclass(frozen=True)
@@ -68,9 +87,12 @@ class Spread:
     loc: float
     scale: float
     actions: int
+    fitted: int = 0
+    """Slopes fitted across these actions beside their mean: each costs a degree of freedom."""
 
     def predictive(self, at: float) -> Predictive:
-        return Predictive(at + self.loc, self.scale, self.actions - 1 + config.ONLINE_PRIOR_DF)
+        return Predictive(at + self.loc, self.scale,
+                          self.actions - 1 - self.fitted + config.ONLINE_PRIOR_DF)
 
 
 @dataclass(frozen=True)
@@ -80,10 +102,20 @@ class AtInputs:
     placed at its request's inputs."""
 
     inputs: Inputs
+    """The slopes pooled within actions: what the declared ratios and the run-to-run spread
+    are moved by."""
     log_scale: float
     """Run-to-run spread of an action's log peak once its inputs are accounted for."""
     first: Spread | None
     declared: Spread | None
+    first_inputs: Inputs | None = None
+    """What `first` was moved by: the slopes within actions where they narrowed it, and
+    slopes across actions' first runs for inputs constant within them (a model's size), where
+    those narrowed it further; None: `inputs`."""
+
+    @property
+    def for_first(self) -> Inputs:
+        return self.first_inputs or self.inputs
 
 
 @dataclass(frozen=True)
@@ -109,11 +141,12 @@ class Population:
         """The predictive need of a new action, and what it was learned from; with
         `first_run_mib`, the peak of its one execution so far (whose request carried
         `first_features`), weighed against it (`after_one_run`)."""
-        moved = self.at_inputs
-        if moved is None or not features or not any(
-                features.get(f, 0.0) > 0 for f in moved.inputs.slopes):
-            moved = None  # a request without the inputs: the narrower spread is not for it
         declared = declared_mib > 0 and self.declared is not None
+        moved = self.at_inputs
+        inputs = None if moved is None else moved.inputs if declared else moved.for_first
+        if inputs is None or not features or not any(
+                features.get(f, 0.0) > 0 for f in inputs.slopes):
+            moved = None  # a request without the inputs: the narrower spread is not for it
         spread = (self.declared if declared else self.first) if moved is None else (
             moved.declared if declared else moved.first)
         if spread is None:
@@ -126,10 +159,13 @@ class Population:
                    f"peaks relate to declared memory across {spread.actions} actions")
         else:
             why = f"first peaks of {spread.actions} other actions"
-        shift = moved.inputs.shift if moved is not None else (lambda _: 0.0)
-        if moved is not None:
-            why += f" at this request's inputs ({moved.inputs.said()})"
         prior = spread.predictive(at)
+        shift: Callable[[Mapping[str, float]], float] = lambda _: 0.0  # noqa: E731
+        if moved is not None and inputs is not None:
+            shift = inputs.shift
+            why += f" at this request's inputs ({inputs.said()})"
+            widened = 1.0 + inputs.leverage(features or {})
+            prior = replace(prior, scale=prior.scale * math.sqrt(widened))
         if first_run_mib > 0:
             prior = after_one_run(
                 prior, math.log(first_run_mib) - shift(first_features or {}),
@@ -191,7 +227,8 @@ def build_population(samples: Sequence[PopulationSample]) -> Population:
     step = config.ONLINE_BORROW_SLOPE_STEP
     return Population(actions=len(by_action), log_scale=log_scale, first=first,
                       declared=declared,
-                      at_inputs=_at_inputs(by_action, logs, pooled, first, declared),
+                      at_inputs=_at_inputs(by_action, logs, pooled, first, declared,
+                                           log_scale),
                       slopes=tuple(sorted((f, round(b / step) * step)
                                           for f, b in pooled.items())))
 
@@ -293,11 +330,13 @@ def _pooled_slopes(logs: Sequence[_Logs]) -> dict[str, float]:
 
 
 def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequence[_Logs],
-               pooled: Mapping[str, float], first: Spread | None, declared: Spread | None
-               ) -> AtInputs | None:
+               pooled: Mapping[str, float], first: Spread | None, declared: Spread | None,
+               raw_log_scale: float) -> AtInputs | None:
     """The population moved to the centres of the inputs by the pooled slopes, each part kept
     only where it spreads less than the raw one (POPULATION_INPUTS_NARROWER: the inputs
-    explain some of how actions' first runs differ); None where no part is kept."""
+    explain some of how actions' first runs differ); then the first peaks moved further by
+    slopes across actions for the inputs no slope within them is known for
+    (`_slopes_across`), where that narrows them again. None where no part is kept."""
     if first is None:
         return None
     firsts = [runs[0] for runs in by_action.values()]
@@ -306,10 +345,9 @@ def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequen
         for f, v in s.features.items():
             if v > 0:
                 carried.setdefault(f, []).append(math.log(v))
+    centres = {f: statistics.fmean(v) for f, v in carried.items()}
     slopes = {f: b for f, b in pooled.items() if f in carried}
-    if not slopes:
-        return None
-    inputs = Inputs(slopes, {f: statistics.fmean(carried[f]) for f in slopes})
+    inputs = Inputs(slopes, {f: centres[f] for f in slopes})
 
     def moved(a: _Logs) -> FloatArray:
         y = a.recent.copy()
@@ -318,15 +356,61 @@ def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequen
                 y -= slopes[f] * (a.x[:, j] - inputs.centres[f])
         return y
 
-    log_scale = _log_scale([_run_spread(moved(a)) for a in logs])
-    moved_first = _across([math.log(s.need_mib) - inputs.shift(s.features) for s in firsts],
-                          log_scale)
-    moved_declared = _across(_ratios(by_action, inputs.shift), log_scale)
-    kept_first = moved_first if _narrower(moved_first, first) else None
-    kept_declared = moved_declared if _narrower(moved_declared, declared) else None
+    kept_first = kept_declared = None
+    log_scale = raw_log_scale
+    if slopes:
+        log_scale = _log_scale([_run_spread(moved(a)) for a in logs])
+        moved_first = _across([math.log(s.need_mib) - inputs.shift(s.features)
+                               for s in firsts], log_scale)
+        moved_declared = _across(_ratios(by_action, inputs.shift), log_scale)
+        kept_first = moved_first if _narrower(moved_first, first) else None
+        kept_declared = moved_declared if _narrower(moved_declared, declared) else None
+    # Across actions on top of the slopes within them, whether or not those narrowed the
+    # first peaks alone: a second run is moved between its inputs by them all, and the
+    # run-to-run spread it is weighed with (`log_scale`) is the one left by the slopes within.
+    across = _slopes_across(firsts, inputs, centres, set(pooled), log_scale)
+    first_inputs = None
+    if across is not None and _narrower(across[1], kept_first or first):
+        first_inputs, kept_first = across
     if kept_first is None and kept_declared is None:
         return None
-    return AtInputs(inputs, log_scale, kept_first, kept_declared)
+    return AtInputs(inputs, log_scale, kept_first, kept_declared, first_inputs)
+
+
+def _slopes_across(firsts: Sequence[PopulationSample], within: Inputs,
+                   centres: Mapping[str, float], known: set[str], least_scale: float
+                   ) -> tuple[Inputs, Spread] | None:
+    """Slopes of the first peaks (less `within`'s shift) on log inputs across actions, for
+    the inputs their first runs carry that no slope within actions is `known` for: an input
+    constant within each action (a model's size, a dataset's) shows no slope within any, yet
+    may tell how actions differ. The busiest inputs first, at most ONLINE_MAX_FEATURES, and
+    POPULATION_ACROSS_ACTIONS_PER_SLOPE actions for each slope and the mean; an input a first
+    run lacks is taken at its centre (as a request's is). The spread about the fit counts the
+    degrees of freedom it used; None without such an input."""
+    counts: dict[str, int] = {}
+    for s in firsts:
+        for f, v in s.features.items():
+            if v > 0 and f not in known and f in centres:
+                counts[f] = counts.get(f, 0) + 1
+    names = [f for f in sorted(counts, key=lambda f: (-counts[f], f))
+             if counts[f] >= config.POPULATION_MIN_ACTIONS]
+    x = np.array([[math.log(v) - centres[f] if (v := s.features.get(f, 0.0)) > 0 else 0.0
+                   for f in names] for s in firsts], dtype=np.float64).reshape(len(firsts), -1)
+    keep = [k for k in range(len(names)) if np.ptp(x[:, k]) > 1e-9][:config.ONLINE_MAX_FEATURES]
+    keep = keep[:max(len(firsts) // config.POPULATION_ACROSS_ACTIONS_PER_SLOPE - 1, 0)]
+    if not keep:
+        return None
+    design = np.column_stack([np.ones(len(firsts)), x[:, keep]])
+    y = np.array([math.log(s.need_mib) - within.shift(s.features) for s in firsts])
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    residual = y - design @ coef
+    dof = len(firsts) - design.shape[1]
+    scale = max(math.sqrt(float(residual @ residual) / dof), least_scale)
+    across = tuple(names[k] for k in keep)
+    inputs = Inputs({**within.slopes, **dict(zip(across, coef[1:].tolist(), strict=True))},
+                    {**within.centres, **{f: centres[f] for f in across}}, across,
+                    tuple(tuple(r) for r in np.linalg.pinv(design.T @ design).tolist()))
+    return inputs, Spread(float(coef[0]), scale, len(firsts), len(across))
 
 
 def _narrower(moved: Spread | None, raw: Spread | None) -> bool:
