@@ -370,6 +370,30 @@ def test_evaluate_shapes_replays_each_shape(capsys: pytest.CaptureFixture[str]) 
     assert "other shapes" in out and "| IntelliScale (this service) |" in out
 
 
+def test_evaluate_models_carries_a_size_constant_within_each_action(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace models: each action's requests carry its model's size, never changing within
+    it, and its peaks grow with that size across actions; the same seed the same executions."""
+    from recommender.evaluation.traces import models
+
+    trace = models(actions=8, executions=400, seed=3)
+    assert len(trace) == 400 and trace == models(actions=8, executions=400, seed=3)
+    sizes: dict[str, set[float]] = {}
+    for e in trace:
+        assert set(e.features) == {"batch_size", "params_b"} and 0 < e.peak_mib <= 79_000
+        sizes.setdefault(e.action_id, set()).add(e.features["params_b"])
+    assert all(len(s) == 1 for s in sizes.values()) and len(sizes) > 1
+    lightest = min(e.peak_mib for e in trace if e.features["params_b"] == min(
+        min(s) for s in sizes.values()))
+    assert lightest < min(e.peak_mib for e in trace if e.features["params_b"] == max(
+        max(s) for s in sizes.values()))
+    code, out, err = in_process(capsys, "evaluate", "--trace", "models", "--quiet",
+                                "--runner", "in-process", "--retrain-at", "none",
+                                "--executions", "60", "--max-actions", "6")
+    assert code == 0, err
+    assert "one model per action" in out and "| IntelliScale (this service) |" in out
+
+
 def test_evaluate_modes_replays_two_modes_per_action(capsys: pytest.CaptureFixture[str]) -> None:
     """--trace modes: each action's runs fall in a light and a heavy mode 1.3-1.9x apart, with
     nothing in the request to tell them; the same seed the same executions."""

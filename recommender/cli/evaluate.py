@@ -23,6 +23,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from recommender.evaluation.traces import (
         TraceExecution,
         gentd26_windows,
+        models,
         modes,
         shapes,
         step_change,
@@ -73,6 +74,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             shapes(actions=args.max_actions or 40, executions=args.executions or 5000,
                    **seeded(args.seed)),
             ("A100-80GB", "H100-80GB"), False))
+    if args.trace in ("models", "all"):
+        runs.append((
+            "one model per action (params_b, constant within each: context + 2.3 bytes a "
+            "parameter + per-item x batch x sqrt(params_b); A100-80GB and H100-80GB pools)",
+            models(actions=args.max_actions or 60, executions=args.executions or 3000,
+                   **seeded(args.seed)),
+            ("A100-80GB", "H100-80GB"), False))
     replays = len(runs) + sum(without for *_, without in runs)
     if database_url and replays > 1:
         print(f"--database-url holds one replay's history, and this run makes {replays} "
@@ -82,8 +90,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 2
     with Progress(not args.quiet) as show:
         say = show.note if args.verbose else None
-        for title, trace, models, without_features in runs:
-            pools = replay.mixed_pools(catalog, models)
+        for title, trace, gpus, without_features in runs:
+            pools = replay.mixed_pools(catalog, gpus)
             slices = replay.Slices.of(pools)
             actions = len({e.action_id for e in trace})
             show.clear()

@@ -181,24 +181,25 @@ def build_parser() -> argparse.ArgumentParser:
                     "service adds to this one, so give one trace; RECOMMENDER_DATABASE_URL is "
                     "not read: a replay never writes into the service's own database)")
     ev.add_argument("--trace", default="all",
-                    choices=["gentd26", "synthetic", "step", "modes", "shapes", "all"])
+                    choices=["gentd26", "synthetic", "step", "modes", "shapes", "models",
+                             "all"])
     ev.add_argument("--traces-dir", default=os.environ.get("RECOMMENDER_TRACES_DIR",
                                                            "../shared/traces"))
     ev.add_argument("--max-actions", type=non_negative, default=0,
                     help="GenTD26: first N pods only; synthetic, shapes: number of actions "
-                    "(40); modes (30)")
+                    "(40); modes (30); models (60)")
     ev.add_argument("--window-minutes", type=positive, default=60, metavar="N",
                     help="GenTD26: each pod's peak over windows of N minutes is an execution "
                     "lasting N minutes (default 60, the README's table; 15, 30 and 120 show how "
                     "a result depends on what an execution is)")
     ev.add_argument("--executions", type=positive, default=0,
                     help="executions of the generated workloads (default: synthetic 6,000, "
-                    "shapes 5,000, modes 4,000)")
+                    "shapes 5,000, modes 4,000, models 3,000)")
     ev.add_argument("--seed", type=non_negative, default=None,
-                    help="seed of the generated workloads (synthetic, step, modes and shapes; "
-                    "default: 7, 11, 1 and 5, the README's tables): other seeds draw other "
-                    "actions, levels and steps from the same generator, to see how a result "
-                    "holds beyond one draw")
+                    help="seed of the generated workloads (synthetic, step, modes, shapes and "
+                    "models; default: 7, 11, 1, 5 and 1, the README's tables): other seeds draw "
+                    "other actions, levels and steps from the same generator, to see how a "
+                    "result holds beyond one draw")
     ev.add_argument("--runner", choices=["grpc", "in-process"], default="grpc",
                     help="grpc (default): a real `recommender serve` in a child process "
                     "called over a loopback socket, executions stamped on the wall clock when "

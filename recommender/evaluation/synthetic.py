@@ -126,3 +126,25 @@ def generate_shapes(actions: int, executions: int, *, start: datetime, seed: int
             features = {"batch_size": batch, "input_mb": round(size, 3)}
         peak = min(peak * math.exp(rng.gauss(0.0, noise)), 79_000.0)
         yield SyntheticExecution(name, start + spacing * i, peak, features, 0.0)
+
+
+def generate_models(actions: int, executions: int, *, start: datetime, seed: int = 0,
+                    spacing: timedelta = timedelta(minutes=5)) -> Iterator[SyntheticExecution]:
+    """Each action serves one model, whose size (`params_b`, billions of parameters, 0.1 to
+    30) its requests carry and which never changes within it: a context, the weights (2 bytes a
+    parameter and 15 % more) and activations that grow with the batch and the model's width.
+    An input constant within each action shows no slope within any; only across actions does
+    it say how they differ. Capped below an 80 GB card."""
+    rng = random.Random(seed)
+    params = []
+    for a in range(actions):
+        size = math.exp(rng.uniform(math.log(0.1), math.log(30.0)))
+        params.append((f"model-{a:04d}", size, rng.uniform(0.5, 3.0)))
+    weights = [1.0 / (i + 1) ** 0.6 for i in range(actions)]
+    for i in range(executions):
+        name, size, per_item = rng.choices(params, weights)[0]
+        batch = float(2 ** rng.randint(0, 5))
+        peak = (800 + size * 2048 * 1.15 + per_item * batch * 200 * math.sqrt(size)) * math.exp(
+            rng.gauss(0.0, 0.05))
+        yield SyntheticExecution(name, start + spacing * i, min(peak, 79_000.0),
+                                 {"batch_size": batch, "params_b": round(size, 3)}, 0.0)

@@ -13,6 +13,7 @@ from pathlib import Path
 from recommender.evaluation.synthetic import (
     SyntheticExecution,
     generate,
+    generate_models,
     generate_modes,
     generate_shapes,
     generate_step,
@@ -119,6 +120,13 @@ def shapes(actions: int = 40, executions: int = 5000, seed: int = 5) -> list[Tra
     """Input-dependent memory of other shapes (synthetic.generate_shapes): image, attention and
     noisy actions."""
     return _generated(generate_shapes, datetime(2026, 11, 1, tzinfo=UTC), actions, executions,
+                      seed)
+
+
+def models(actions: int = 60, executions: int = 3000, seed: int = 1) -> list[TraceExecution]:
+    """Actions that each serve one model whose size their requests carry, constant within
+    each (synthetic.generate_models)."""
+    return _generated(generate_models, datetime(2026, 11, 20, tzinfo=UTC), actions, executions,
                       seed)
 
 
