@@ -285,3 +285,30 @@ def test_throughput_count_learns_what_several_workers_delivered(live: Live) -> N
     assert (r.profile.name, r.count) == ("1g.10gb", 5), r.reason
     assert 700 <= r.predicted_throughput < 5 * 200
     assert "multi-worker executions" in r.reason
+
+
+def test_a_new_action_is_placed_by_a_size_its_peers_differ_by(live: Live) -> None:
+    """Twenty actions, each serving one model whose size its requests carry (`params_b`, the
+    same in all its runs), recorded over gRPC: a new action with a 20 B model starts on a
+    larger slice than one with a 0.3 B model, both from the population, and the reason names
+    the slope across actions."""
+    now = datetime.now(UTC)
+    sizes = [0.2 * 1.35 ** a for a in range(20)]  # 0.2 to 60 B
+    for a, size in enumerate(sizes):
+        for k, batch in enumerate((1.0, 8.0)):
+            m = record(f"m{a}-{k}", f"model-{a}", model="A100-80GB", profile="7g.80gb",
+                       peak=900 * size ** 0.8 * batch ** 0.3 * (1.03 if (a + k) % 2 else 0.97),
+                       ended=now - timedelta(minutes=60 - a - k))
+            m.features.update({"batch_size": batch, "params_b": size})
+            live.recommender.RecordExecution(m)
+    a80 = pool("a80", "A100-80GB")
+    answers = {}
+    for size in (0.3, 20.0):
+        req = request(f"new-{size}", a80)
+        req.features.update({"batch_size": 4.0, "params_b": size})
+        answers[size] = live.recommender.Recommend(req)
+    small, large = answers[0.3], answers[20.0]
+    assert small.source == large.source == "population", small.reason
+    assert "params_b^0.8" in small.reason and "across actions" in small.reason, small.reason
+    assert small.profile.memory_mib < large.profile.memory_mib
+    assert small.predicted_peak_memory_mib < 0.1 * large.predicted_peak_memory_mib
