@@ -526,11 +526,12 @@ def test_the_second_run_is_moved_to_the_new_request_inputs() -> None:
         assert math.exp(second.predictive.loc) == pytest.approx(4 * first_peak, rel=0.1)
 
 
-def _models(actions: int = 30, exponent: float = 0.8, shown: bool = True
-            ) -> list[PopulationSample]:
+def _models(actions: int = 30, exponent: float = 0.8, shown: bool = True,
+            declared: bool = False) -> list[PopulationSample]:
     """Actions that each serve one model: its size (`params_b`, constant within the action)
     sets the level as size^exponent, batch_size moves each run as a square root, and a
-    little run-to-run noise; `shown=False` carries a size unrelated to the level."""
+    little run-to-run noise; `shown=False` carries a size unrelated to the level; `declared`
+    declares each action's largest need (at batch 64)."""
     rng = random.Random(5)
     rows = []
     for a in range(actions):
@@ -541,6 +542,7 @@ def _models(actions: int = 30, exponent: float = 0.8, shown: bool = True
             rows.append(PopulationSample(
                 f"m{a}", k * 3600.0,
                 4000 * size ** exponent * batch ** 0.5 * math.exp(rng.gauss(0, 0.05)),
+                declared_mib=4000 * size ** exponent * 8 if declared else 0.0,
                 features={"batch_size": batch, "params_b": round(said, 3)}))
     return rows
 
@@ -576,6 +578,16 @@ def test_an_input_constant_within_actions_places_a_new_one_by_its_slope_across_t
     # Too few actions to tell a slope across them from chance: batch alone.
     few = build_population(_models(actions=12)).at_inputs
     assert few is not None and few.for_first.across == ()
+    # A declared figure already says the size: its ratio is moved by batch alone.
+    said = build_population(_models(declared=True))
+    est = default_estimator(population=lambda: said)
+    small, large = (est.estimate(Evidence(NOW, features={"batch_size": 8.0, "params_b": p},
+                                          declared_mib=4000 * p ** 0.8 * 8)) for p in (0.2, 20.0))
+    assert small is not None and large is not None and small.predictive is not None
+    assert large.predictive is not None
+    assert "declared" in small.detail and "params_b" not in small.detail
+    assert math.exp(large.predictive.loc - small.predictive.loc) == pytest.approx(
+        100 ** 0.8, rel=0.05)  # by the figures, not by a slope counted twice
 
 
 def test_inputs_that_explain_nothing_leave_the_population_as_it_was() -> None:
