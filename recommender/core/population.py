@@ -160,7 +160,7 @@ class Population:
         else:
             why = f"first peaks of {spread.actions} other actions"
         prior = spread.predictive(at)
-        shift: Callable[[Mapping[str, float]], float] = lambda _: 0.0  # noqa: E731
+        shift: Callable[[Mapping[str, float]], float] = _unmoved
         if moved is not None and inputs is not None:
             shift = inputs.shift
             why += f" at this request's inputs ({inputs.said()})"
@@ -172,6 +172,11 @@ class Population:
                 moved.log_scale if moved is not None else self.log_scale)
             why = f"its one run ({first_run_mib:,.0f} MiB) weighed against {why}"
         return replace(prior, loc=prior.loc + shift(features or {})), why
+
+
+def _unmoved(_features: Mapping[str, float]) -> float:
+    """The shift of a prior that is not at the request's inputs."""
+    return 0.0
 
 
 def after_one_run(prior: Predictive, first_run: float, log_scale: float) -> Predictive:
