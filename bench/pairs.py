@@ -30,18 +30,23 @@ from recommender.store import SqlStore, connect, migrate
 
 def _others(rows: int) -> Iterator[dict[str, object]]:
     rng = random.Random(2)
+    # Each action's model size, the same in all its runs: the population fits a slope on it
+    # across actions (population._slopes_across), as it would.
+    sizes = [round(random.Random(a).uniform(0.5, 2.0), 2) for a in range(500)]
     start = datetime.now(UTC) - timedelta(days=3)
     for i in range(rows):
         at = start + timedelta(seconds=i)
         batch = float(2 ** rng.randint(0, 3))
+        action = rng.randrange(500)
         # Peaks that grow with the batch: the population pools a slope on it, as it would.
-        yield {"execution_id": f"p{i}", "action_id": f"other-{rng.randrange(500)}",
+        yield {"execution_id": f"p{i}", "action_id": f"other-{action}",
                "recommendation_id": "", "gpu_model": "A100-40GB", "profile": "1g.10gb",
                "slice_memory_mib": 9856, "count": 1,
-               "peak_memory_mib": rng.uniform(1500, 4500) * batch ** 0.5,
+               "peak_memory_mib": rng.uniform(1500, 4500) * batch ** 0.5 * sizes[action],
                "sm_utilization": 50.0, "duration_s": 60.0, "throughput": 0.0,
                "outcome": "SUCCEEDED", "started_at": at, "ended_at": at, "recorded_at": at,
-               "features": {"batch_size": batch, "input_mb": round(rng.uniform(1, 100), 1)}}
+               "features": {"batch_size": batch, "input_mb": round(rng.uniform(1, 100), 1),
+                            "params_b": sizes[action]}}
 
 
 def main(argv: list[str] | None = None) -> None:
