@@ -670,6 +670,35 @@ def test_designs_on_the_inputs_learn_their_prior_spread_from_other_actions() -> 
     assert tight is not None and width(tight) <= width(after)
 
 
+def test_until_one_is_learned_designs_on_the_inputs_take_the_spread_the_pooled_slopes_leave(
+        ) -> None:
+    """Before ONLINE_INPUT_PRIOR_MIN_ACTIONS actions have the runs to show what designs on the
+    inputs leave, the population's run-to-run spread once its slopes pooled within actions are
+    taken out (two or three runs per action show it) is their prior: a young action's design on
+    the inputs is narrower than with the spread of peaks inputs and all, never wider than that;
+    a learned prior, once there, comes first."""
+    models = ActionModels()
+    wide, pooled = 0.25, 0.1
+    young = _precise(9, 10)
+
+    def width(model: ActionModel | None) -> float:
+        assert model is not None
+        p = model.predict({"batch_size": 16.0})
+        assert p is not None and p[1].design.features
+        return p[0].quantile(0.95) / p[0].quantile(0.5)
+
+    before = width(models.get("young", young, wide))
+    after = width(models.get("young", young, wide, (), pooled))
+    assert after - 1 < 0.6 * (before - 1)
+    assert width(models.get("young", young, wide, (), 0.9)) == pytest.approx(before)
+    for a in range(config.ONLINE_INPUT_PRIOR_MIN_ACTIONS):
+        models.get(f"a{a}", _precise(a, config.ONLINE_INPUT_PRIOR_MIN_RUNS + 10), wide)
+    learned = models.input_prior
+    assert learned is not None and learned != pooled
+    assert width(models.get("young", young, wide, (), pooled)) == pytest.approx(
+        width(models.get("young", young, wide, (), None)))
+
+
 def test_the_learned_input_spread_forgets_the_actions_fitted_longest_ago(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The prior of designs on the inputs is the median over the actions fitted last (a bound

@@ -83,7 +83,17 @@ runs without it: the generated input-dependent workload 8 OOMs at 1.16x the orac
 -> 1.12x at one more OOM each; the shapes workload 15 at 1.34x -> 21 at 1.27x; the step
 change (seeds 3, 7, 8, 11) and GenTD26 the same OOMs at equal or less memory (over gRPC:
 README, Evaluation). The 75th percentile of the spreads instead of their median: the same
-OOMs on shapes and the generated seed 7, memory within 0.3 % (the grid absorbs it)."""
+OOMs on shapes and the generated seed 7, memory within 0.3 % (the grid absorbs it). Until it
+is learned, the population's run-to-run spread once its slopes pooled within actions are taken
+out (population.AtInputs.log_scale, from two or three runs per action) stands in: before, a
+young service's designs on the inputs took the spread of peaks inputs and all (0.35 in log on
+the models workload's first 300 runs, against 0.14 left by the pooled slopes). Measured in
+process (`recommender evaluate --runner in-process --trace T --seed N --quiet`, 2026-12-05,
+first-run OOMs at reserved GB-h, before -> after): models seeds 1/2 1/4 at 15,938/17,823 ->
+1/4 at 15,851/17,761; generated seeds 7/1 6/2 at 11,842/12,629 -> 6/2 at 11,783/12,579; shapes
+seeds 5/1/2 15/11/11 at 23,432/21,422/23,942 -> 15/12/12 at 23,300/21,345/23,769 (two OOMs more
+for 382 GB-h less, below what two OOMs cost by OOM_WAIT_GPUS); step seed 7 the same 17 at
+11,166."""
 
 ONLINE_BORROW_MAX_RUNS = 30
 ONLINE_BORROW_MIN_RUNS = 3

@@ -322,8 +322,9 @@ class OnlineModel:
             return None
         pop = self.population()
         log_scale = pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE
-        model = self.models.get(evidence.action_id, samples, log_scale,
-                                pop.slopes if pop else ())
+        model = self.models.get(
+            evidence.action_id, samples, log_scale, pop.slopes if pop else (),
+            pop.at_inputs.log_scale if pop is not None and pop.at_inputs is not None else None)
         found = model.predict(evidence.features) if model else None
         if found is None:
             return None

@@ -809,9 +809,12 @@ class ActionModels:
             return self._input_prior
 
     def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float,
-            pooled: tuple[tuple[str, float], ...] = ()) -> ActionModel | None:
+            pooled: tuple[tuple[str, float], ...] = (), pooled_log_scale: float | None = None
+            ) -> ActionModel | None:
         """`pooled`: the population's slopes pooled within actions (`Population.slopes`), lent
-        to a young action for an input none of the grown actions lends one for yet."""
+        to a young action for an input none of the grown actions lends one for yet;
+        `pooled_log_scale`: the run-to-run spread those slopes leave (`AtInputs.log_scale`),
+        the prior of designs on the inputs until one is learned (ONLINE_INPUT_PRIOR_*)."""
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]
@@ -819,8 +822,8 @@ class ActionModels:
                    oldest.at_s)
         young = len(samples) <= config.ONLINE_BORROW_MAX_RUNS
         with self._lock:
-            input_prior = (None if self._input_prior is None
-                           else min(self._input_prior, prior_log_scale))
+            learned = self._input_prior if self._input_prior is not None else pooled_log_scale
+            input_prior = None if learned is None else min(learned, prior_log_scale)
             # A young action's fits depend on the borrowed slopes too (their version: the
             # names it has are not known before its history is read, on a miss).
             borrowed = self._borrowed_version if young else -1
