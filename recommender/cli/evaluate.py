@@ -48,39 +48,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             gentd26_windows(traces_dir, max_pods=args.max_actions,
                             window_minutes=args.window_minutes),
             ("H100-80GB", "H100-94GB", "H200-141GB"), False))
-    if args.trace in ("synthetic", "all"):
-        runs.append((
-            "generated workload (memory = base + per-item x batch x sqrt(input), per action; "
-            "A100-80GB and H100-80GB pools)",
-            synthetic(actions=args.max_actions or 40, executions=args.executions or 6000,
-                      **seeded(args.seed)),
-            ("A100-80GB", "H100-80GB"), True))
-    if args.trace in ("step", "all"):
-        runs.append((
-            "step change (each action's memory steps up 1.2-2x part-way, a new version of its "
-            "code the request does not reveal; A100-80GB and H100-80GB pools)",
-            step_change(**seeded(args.seed)), ("A100-80GB", "H100-80GB"), False))
-    if args.trace in ("modes", "all"):
-        runs.append((
-            "two modes (10-40 % of each action's runs need 1.3-1.9x the rest, and the request "
-            "does not say which; A100-80GB and H100-80GB pools)",
-            modes(actions=args.max_actions or 30, executions=args.executions or 4000,
-                  **seeded(args.seed)), ("A100-80GB", "H100-80GB"), False))
-    if args.trace in ("shapes", "all"):
-        runs.append((
-            "input-dependent memory of other shapes (image: base + batch x side^2 beside an idle "
-            "input; attention: base + batch x seq + batch x seq^2; batch x sqrt(input) with 12 % "
-            "noise; A100-80GB and H100-80GB pools)",
-            shapes(actions=args.max_actions or 40, executions=args.executions or 5000,
-                   **seeded(args.seed)),
-            ("A100-80GB", "H100-80GB"), False))
-    if args.trace in ("models", "all"):
-        runs.append((
-            "one model per action (params_b, constant within each: context + 2.3 bytes a "
-            "parameter + per-item x batch x sqrt(params_b); A100-80GB and H100-80GB pools)",
-            models(actions=args.max_actions or 60, executions=args.executions or 3000,
-                   **seeded(args.seed)),
-            ("A100-80GB", "H100-80GB"), False))
+    a100_h100 = ("A100-80GB", "H100-80GB")
+    generated: list[tuple[str, str, Callable[..., list[TraceExecution]], int, int, bool]] = [
+        # key, title, workload, its default actions and executions (0: the generator's own,
+        # which --max-actions and --executions do not change), replayed without features too
+        ("synthetic", "generated workload (memory = base + per-item x batch x sqrt(input), "
+         "per action", synthetic, 40, 6000, True),
+        ("step", "step change (each action's memory steps up 1.2-2x part-way, a new version "
+         "of its code the request does not reveal", step_change, 0, 0, False),
+        ("modes", "two modes (10-40 % of each action's runs need 1.3-1.9x the rest, and the "
+         "request does not say which", modes, 30, 4000, False),
+        ("shapes", "input-dependent memory of other shapes (image: base + batch x side^2 "
+         "beside an idle input; attention: base + batch x seq + batch x seq^2; batch x "
+         "sqrt(input) with 12 % noise", shapes, 40, 5000, False),
+        ("models", "one model per action (params_b, constant within each: context + 2.3 "
+         "bytes a parameter + per-item x batch x sqrt(params_b)", models, 60, 3000, False),
+    ]
+    for key, title, workload, actions, executions, without in generated:
+        if args.trace not in (key, "all"):
+            continue
+        sized = ({"actions": args.max_actions or actions,
+                  "executions": args.executions or executions} if actions else {})
+        runs.append((f"{title}; A100-80GB and H100-80GB pools)",
+                     workload(**sized, **seeded(args.seed)), a100_h100, without))
     replays = len(runs) + sum(without for *_, without in runs)
     if database_url and replays > 1:
         print(f"--database-url holds one replay's history, and this run makes {replays} "
