@@ -17,6 +17,8 @@ corner cases:
   model, profile, count);
 - `population_samples` gives the newest executions of any action that fitted or ran out of
   memory, with what they needed;
+- `calibration_samples` gives the newest first attempts that stated a model chance and whose
+  outcome is known;
 - `runs_in_window` gives the executions on a GPU model that overlap the window, as demand;
 - `list_history` is keyset-paginated on (created_at, id), newest first, with the same filters;
   it raises ValueError ("page_token: ...") for a token it did not issue.
@@ -32,6 +34,7 @@ import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from recommender.core.calibration import CalibrationSample
 from recommender.core.catalog import MigProfile
 from recommender.core.demand import Run, run_of
 from recommender.core.domain import (
@@ -229,6 +232,21 @@ class InMemoryStore:
                       else oom_bumped(e.slice_memory_mib, e.peak_memory_mib)),
             declared_mib=float(declared.get(e.execution_id, 0)), features=dict(e.features))
             for e in latest]
+
+    def calibration_samples(self, limit: int) -> list[CalibrationSample]:
+        """As `SqlStore.calibration_samples`: the `limit` latest first attempts with a model
+        chance whose outcome is known (marked OOM, or an execution recorded on them)."""
+        with self._lock:
+            self._check()
+            outcome = {e.recommendation_id: e.outcome for e in self._executions.values()}
+            firsts = sorted((r for r in self._recommendations.values()
+                             if r.parent_id is None and r.decision.model_oom_chance is not None
+                             and (r.oom_at is not None or outcome.get(r.id) in (
+                                 Outcome.SUCCEEDED, Outcome.OOM))),
+                            key=lambda r: r.created_at, reverse=True)[:limit]
+        return [CalibrationSample(
+            r.decision.rung.profile.memory_mib, float(r.decision.model_oom_chance or 0.0),
+            r.oom_at is not None or outcome.get(r.id) is Outcome.OOM) for r in firsts]
 
     def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
         """As `SqlStore.throughput_summary`: the mean per-worker throughput of successful

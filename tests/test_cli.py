@@ -78,7 +78,7 @@ def test_text_logs_for_people_at_a_terminal(tmp_path: Path) -> None:
 def test_environment_configures_port_and_database(tmp_path: Path) -> None:
     db = tmp_path / "elsewhere.db"
     out = run("migrate", cwd=tmp_path, env={"RECOMMENDER_DATABASE_URL": f"sqlite:///{db}"})
-    assert out.returncode == 0 and "0008" in out.stdout
+    assert out.returncode == 0 and "0009" in out.stdout
     assert db.exists()
     out = run("migrate", "--downgrade", "base", "--database-url", f"sqlite:///{db}",
               cwd=tmp_path)

@@ -22,7 +22,7 @@ from tests.builders import T0, execution, req
 def test_migrations_upgrade_downgrade_upgrade(database_url: str) -> None:
     engine = connect(database_url)
     migrate(engine)
-    assert current_revision(engine) == "0008"
+    assert current_revision(engine) == "0009"
     tables = set(inspect(engine).get_table_names())
     assert {"recommendations", "executions", "model_versions"} <= tables
     downgrade(engine, "base")
@@ -31,7 +31,7 @@ def test_migrations_upgrade_downgrade_upgrade(database_url: str) -> None:
         inspect(engine).get_table_names())
     migrate(engine)
     migrate(engine)  # idempotent
-    assert current_revision(engine) == "0008"
+    assert current_revision(engine) == "0009"
     engine.dispose()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from recommender.core import config
 from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
 from recommender.core.domain import (
@@ -209,6 +210,52 @@ def test_population_samples_are_the_latest_fits_and_ooms_of_any_action(
     assert got[1].need_mib == 3000 and got[0].need_mib > 9856  # an OOM: more than its slice
     assert got[1].features == {"batch": 8.0}
     assert [p.action_id for p in any_store.population_samples(1)] == ["b"]
+
+
+def test_young_actions_first_attempts_keep_their_model_chance_and_what_became_of_them(
+        any_store: Store, catalog: Catalog) -> None:
+    """`calibration_samples`: first attempts whose decision kept a model chance (a young
+    action's, with a predictive need), newest first, once their outcome is known: marked by
+    NextAfterOom or recorded as an OOM (ran out), recorded as succeeded (fitted). A rung, an
+    attempt still running, and a grown action's attempt are not in it."""
+    uc = at(T0, any_store, catalog)
+    for a in range(4):  # a population to start new actions from
+        for k in range(3):
+            uc.record_execution(execution(f"p{a}-{k}", f"peer-{a}", peak=4000.0 + 300 * a + 50 * k,
+                                          at=T0 - timedelta(hours=k + 1)))
+    grown = [execution(f"g{k}", "grown", peak=3000.0 + k, at=T0 - timedelta(minutes=k + 1))
+             for k in range(config.CALIBRATION_YOUNG_RUNS)]
+    for e in grown:
+        uc.record_execution(e)
+
+    def first(action: str, minutes: int) -> StoredRecommendation:
+        undeclared = replace(req(catalog, action), declared_memory_mib=0)
+        return at(T0 + timedelta(minutes=minutes), any_store, catalog).recommend(
+            undeclared).recommendation
+
+    ran_out, fitted, running, old = (first("new-a", 1), first("new-b", 2), first("new-c", 3),
+                                     first("grown", 4))
+    for rec in (ran_out, fitted, running):
+        assert rec.decision.model_oom_chance is not None, rec.decision.reason
+        assert rec.decision.oom_chance > 0 and rec.decision.source == "population"
+    assert old.decision.model_oom_chance is None and old.decision.oom_chance > 0
+    rung = at(T0 + timedelta(minutes=5), any_store, catalog).next_after_oom(ran_out.id, 0.0)
+    uc.record_execution(execution("a-run", "new-a", peak=12000.0, rec=rung.recommendation.id,
+                                  at=T0 + timedelta(minutes=6)))
+    uc.record_execution(execution("b-run", "new-b", peak=2000.0, rec=fitted.id,
+                                  at=T0 + timedelta(minutes=7)))
+    uc.record_execution(execution("old-run", "grown", peak=2000.0, rec=old.id,
+                                  at=T0 + timedelta(minutes=8)))
+    got = any_store.calibration_samples(10)
+    slice_of = {r.id: r.decision.rung.profile.memory_mib for r in (ran_out, fitted)}
+    assert [(g.slice_mib, g.ran_out) for g in got] == [
+        (slice_of[fitted.id], False), (slice_of[ran_out.id], True)]
+    assert got[0].model_chance == pytest.approx(fitted.decision.model_oom_chance)
+    assert len(any_store.calibration_samples(1)) == 1
+    # The next population read carries the record: a young action's next decision weighs it.
+    population = at(T0 + timedelta(minutes=9), any_store, catalog).memory_population()
+    assert population is not None
+    assert population.calibration.seen.get(slice_of[ran_out.id]) == 1
 
 
 def test_throughput_summary_averages_the_fits_per_profile_and_count(any_store: Store) -> None:

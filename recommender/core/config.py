@@ -289,6 +289,36 @@ from 10 runs on (the rest as kept): two modes 6/14/11 at 1.39/1.42/1.47x, step s
 but GenTD26 28 OOMs at 120,690 GB-h (1.40x, from 30 at 119,540); a half-life of 32 or 48 runs: two
 modes seed 2 and step seed 7 the same OOMs within 0.03 %."""
 
+CALIBRATION_YOUNG_RUNS = ONLINE_SEEN_MIN_RUNS
+CALIBRATION_PRIOR = 5.0
+CALIBRATION_SAMPLES = 5_000
+"""An action with fewer than CALIBRATION_YOUNG_RUNS executions cannot count its own runs past a
+size (ONLINE_SEEN_MIN_RUNS); until it can, the chance its model puts on each slice is multiplied
+by how the young actions' first attempts on that slice size turned out: their OOMs over the
+chances stated for them, each with CALIBRATION_PRIOR OOMs added, so that a size with fewer than
+a few OOMs' worth of record keeps about the model's chance (core/calibration.py). Read with the
+population from the CALIBRATION_SAMPLES most recent such first attempts: a bounded query, and
+what young actions do now, not a year ago. Why: on GenTD26 a young pod's chances were
+too bold just below the sizes where real peaks pile up and too timid just above them (first
+attempts on the 40 GB slice ran out 24 times where their chances added up to 6.8; on the 47 GB
+slice none where they added up to 12.9: no peak passes 49 GB, as if a card held them), so
+the 47 GB slice was passed over for 71 GB and the 40 GB one taken where it was not safe.
+Measured in process (`recommender evaluate --runner in-process --trace T [--seed N |
+--window-minutes W] --quiet`, 2026-12-05; first-attempt OOMs at reserved GB-h, before -> after):
+GenTD26 by the hour 31 at 119,479 (1.39x) -> 22 at 118,453 (1.38x); by 15 minutes 108 at
+101,779 -> 93 at 102,394, by 30 minutes 81 at 109,726 -> 58 at 110,884, by 2 hours 13 at
+137,440 (1.48x) -> 8 at 130,238 (1.40x). Where the t's chances held, about nothing moved: two
+modes seeds 1/2/3 7/18/13 at 14,284/21,338/17,695 -> 7/18/13 at 14,257/21,357/17,627; step
+change seeds 3/7/8/11 11/17/8/11 at 14,539/11,166/11,009/14,110 -> 11/18/8/11 at
+14,545/11,187/11,006/14,116 (seed 7's one more is a first run 23 executions in, whose 4.6 %
+was a near tie); generated seed 7 6 at 11,783 -> 11,780; shapes seed 5 15 at 23,300 -> 23,308;
+models seed 1 1 at 15,851 -> 15,779. Tried and not kept (a prototype, the same runs): the
+record applied to every action, grown ones too: GenTD26 the same, but two modes seeds 1/2
+7/18 -> 13/23 OOMs for 2-3 % less memory (there the record, pooled over unlike actions, says
+the grown actions' counted chances at 40 GB are too cautious, and a grown action's own count
+knows better); the record only ever raising a chance: GenTD26 22 OOMs at 121,887 GB-h (1.42x),
+the 47 GB slice still passed over."""
+
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
 the action's level: far outside the inputs it saw, a prediction near zero must not make a

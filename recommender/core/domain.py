@@ -196,6 +196,10 @@ class Decision:
     model's quantile, no information). After an OOM, the chance given that the need is above
     what was known. Kept so that an operator, and `recommender evaluate`, can hold the stated
     risk against what happened: expected cost is only as good as these chances."""
+    model_oom_chance: float | None = None
+    """For a young action's first attempt (core.calibration): the chance its model put on the
+    slice before the population's record at that size moved it; None otherwise. What the
+    record is kept from: the stated chance includes the record's own factor."""
 
 
 @dataclass(frozen=True)

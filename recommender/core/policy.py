@@ -7,10 +7,12 @@ pod on one node), and priced by the memory it would waste.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from recommender.core import config
+from recommender.core.calibration import SliceCalibration
 from recommender.core.catalog import MigProfile
 from recommender.core.domain import Decision, Pool, Request
 from recommender.core.estimation import FALLBACK, Estimate
@@ -24,7 +26,7 @@ from recommender.core.options import (
     placeable_option,
     rung_of,
 )
-from recommender.core.predictive import Predictive, expected_cost, oom_wait_mib
+from recommender.core.predictive import Predictive, Tail, expected_cost, oom_wait_mib
 from recommender.core.throughput import ThroughputCurve
 
 
@@ -112,18 +114,32 @@ def _raised(predictive: Predictive, mib: float) -> str:
             f"{share:.0%} of its runs, the newest weighing most, needed more)")
 
 
+def _calibrated(calibration: SliceCalibration | None, model: float | None, stated: float,
+                mib: float) -> str:
+    """" (its model says 0.8 %; young actions' first attempts on 40,448 MiB ran out 24 times
+    where their chances added up to 6.8)" when the population's record moved the chance by
+    more than a tenth: a stated chance that is not the model's must say where it came from."""
+    if calibration is None or model is None or math.isclose(stated, model, rel_tol=0.1):
+        return ""
+    return f" (its model says {model:.1%}; {calibration.describe(mib)})"
+
+
 def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float,
-                     gpu_memory_mib: float) -> tuple[float | None, dict[int, float]]:
+                     gpu_memory_mib: float, calibration: SliceCalibration | None = None
+                     ) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
     Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), the
     user's wait for the rerun and the climb through the sizes above (`predictive.expected_cost`,
     `predictive.oom_wait_mib`). Sizes below
     what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
-    what the user's wait after an OOM is counted in."""
+    what the user's wait after an OOM is counted in. `calibration`: a young action's chances
+    are moved by the population's record at each size (`core.calibration`)."""
     sizes = sorted({float(p.memory_mib) for p in profiles})
     wait = oom_wait_mib(gpu_memory_mib)
-    tail = _Remembered(need)
+    tail: Tail = _Remembered(need)
+    if calibration is not None:
+        tail = calibration.tail(tail, sizes)
     costs = {int(s): expected_cost(sizes, i, tail, wait)
              for i, s in enumerate(sizes) if s >= floor_mib}
     if not costs:
@@ -133,11 +149,15 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
 
 
 def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = False,
-              curve: ThroughputCurve | None = None) -> Decision:
+              curve: ThroughputCurve | None = None,
+              calibration: SliceCalibration | None = None) -> Decision:
     """The option that fits the estimate and wastes least memory; the ladder above it.
 
     With a throughput target and a learned curve, the count comes from the target: the
     fitting option with the fewest GPU slices whose predicted throughput meets it.
+    `calibration`, for a young action's first attempt: its chances at each slice size are
+    moved by how other young actions' first attempts there turned out, and the decision keeps
+    the model's own chance beside the stated one (`Decision.model_oom_chance`).
     """
     count = max(request.workers, 1)
     pools = eligible_pools(request)
@@ -148,6 +168,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     need = estimate.mib if estimate else None
     predictive = estimate.predictive if estimate else None
     pool_needs: dict[str, float] = {}
+    pool_sizes: dict[str, list[float]] = {}
     for index, pool in pools:
         profiles = candidate_profiles(pool, more_compute_first=sm_hungry)
         why = "no profile"
@@ -155,9 +176,10 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
             pool_need, costs = by_expected_cost(profiles, predictive, estimate.hard_floor_mib,
-                                                 pool.gpu_model.memory_mib)
+                                                 pool.gpu_model.memory_mib, calibration)
             if pool_need is not None:
                 pool_needs[pool.pool_id] = pool_need
+        pool_sizes[pool.pool_id] = [float(p.memory_mib) for p in profiles]
         for profile in profiles if pool_need is not None else []:
             assert pool_need is not None
             if profile.memory_mib < pool_need:
@@ -180,13 +202,26 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     notes: list[str] = []
     throughput = 0.0
     chance = 0.0
+    model_chance: float | None = None
+
+    def chance_at(option: Option) -> float:
+        """The stated chance of running out of the option's slice, and the model's."""
+        nonlocal model_chance
+        assert predictive is not None
+        mib = float(option.profile.memory_mib)
+        if calibration is None:
+            return predictive.survival(mib)
+        model_chance = predictive.survival(mib)
+        return calibration.tail(predictive, pool_sizes[option.pool.pool_id]).survival(mib)
+
     if fitting:
         chosen = min(fitting, key=lambda t: t[:3])[3]
         if predictive is not None:
-            chance = predictive.survival(chosen.profile.memory_mib)
+            chance = chance_at(chosen)
             notes.append(
                 f"the slice of least expected cost (memory, plus the wait for a rerun after an "
-                f"OOM, {chance:.1%} likely{_raised(predictive, chosen.profile.memory_mib)}, "
+                f"OOM, {chance:.1%} likely{_raised(predictive, chosen.profile.memory_mib)}"
+                f"{_calibrated(calibration, model_chance, chance, chosen.profile.memory_mib)}, "
                 f"counted as {config.OOM_WAIT_GPUS:g} whole GPUs)"
                 + ("" if len(pools) == 1 else " among the offered pools"))
         else:
@@ -216,7 +251,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
                                             memo, pool_needs)
             if choice is not None:
                 if fitting and predictive is not None and choice.option is not chosen:
-                    chance = predictive.survival(choice.option.profile.memory_mib)
+                    chance = chance_at(choice.option)
                 chosen, count, throughput = choice.option, choice.count, choice.throughput
                 # Keep "the estimate exceeds every slice", and the memory side's expected cost:
                 # the count is the target's, the slice memory still the need's.
@@ -246,4 +281,5 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         ladder=build_ladder([p for _, p in pools], rung, memo),
         predicted_throughput=throughput,
         oom_chance=chance,
+        model_oom_chance=model_chance,
     )

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from recommender.core import config
+from recommender.core.calibration import EMPTY, SliceCalibration
 from recommender.core.predictive import Predictive
 
 FloatArray = NDArray[np.float64]
@@ -133,6 +134,9 @@ class Population:
     """The slopes pooled within actions (`_pooled_slopes`), on a grid ONLINE_BORROW_SLOPE_STEP
     apart, by input name in order: what a young action borrows for an input no grown action
     lends one for yet (as pairs, so each Recommend keys its fits on them as they are)."""
+    calibration: SliceCalibration = EMPTY
+    """How young actions' first attempts on each slice size turned out against the chances
+    stated for them (`core.calibration`), read with the population."""
 
     def prior(self, declared_mib: float, first_run_mib: float = 0.0,
               features: Mapping[str, float] | None = None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from recommender.core.calibration import CalibrationSample
 from recommender.core.demand import Run
 from recommender.core.domain import (
     Execution,
@@ -55,6 +56,12 @@ class RecommendationStore(Protocol):
         ...
     def population_samples(self, limit: int) -> list[PopulationSample]:
         """The `limit` most recent executions across actions, for the population prior."""
+        ...
+
+    def calibration_samples(self, limit: int) -> list[CalibrationSample]:
+        """The `limit` most recent first attempts that stated a model chance (a young action's,
+        `Decision.model_oom_chance`) and whose outcome is known: ran out (marked by
+        NextAfterOom, or recorded as an OOM) or recorded as succeeded on it."""
         ...
 
 

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 
 from recommender.core import config
 from recommender.core.cache import ActionCache, Change, with_execution, with_oom
+from recommender.core.calibration import EMPTY as EMPTY_CALIBRATION
+from recommender.core.calibration import SliceCalibration
 from recommender.core.catalog import Catalog, GpuModel, load_catalog
 from recommender.core.domain import (
     Decision,
@@ -36,9 +38,11 @@ from recommender.core.domain import (
 from recommender.core.estimation import (
     FALLBACK,
     HISTORY,
+    Estimate,
     Estimator,
     Evidence,
     default_estimator,
+    informative,
     mean_sm_utilisation,
 )
 from recommender.core.ids import new_id
@@ -215,8 +219,10 @@ class UseCases:
         """Holds `_population_lock` (taken by the caller) and releases it."""
         try:
             rows = self.store.population_samples(config.POPULATION_SAMPLES)
+            first = self.store.calibration_samples(config.CALIBRATION_SAMPLES)
             self._population_rows = len(rows)
-            self._population = build_population(rows)
+            self._population = replace(build_population(rows),
+                                       calibration=SliceCalibration.of(first))
         except StoreUnavailable as e:
             log.warning("population prior not refreshed: %s", e)
         except Exception:
@@ -346,7 +352,7 @@ class UseCases:
                  if request.target_throughput > 0 else None)
         decision = recommend(
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
-            curve=curve,
+            curve=curve, calibration=self._calibration(estimate, samples),
         )
         if estimate is not None and estimate.model_version:
             decision = replace(decision, model_version=estimate.model_version)
@@ -354,6 +360,16 @@ class UseCases:
             decision = replace(decision, source=FALLBACK,
                                reason=f"{degraded}: {decision.reason}")
         return decision, sm
+
+    def _calibration(self, estimate: Estimate | None, samples: list[Sample]
+                     ) -> SliceCalibration | None:
+        """The population's record of young actions' first attempts, for a young action whose
+        need is a distribution (`core.calibration`); None for the rest."""
+        if (estimate is None or estimate.predictive is None
+                or len(informative(samples)) >= config.CALIBRATION_YOUNG_RUNS):
+            return None
+        population = self._population
+        return population.calibration if population is not None else EMPTY_CALIBRATION
 
     def _remember(self, memo: dict[tuple[object, ...], _Decided], key: tuple[object, ...],
                   request: Request, samples: list[Sample], population: Population | None,

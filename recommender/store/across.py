@@ -13,6 +13,7 @@ from sqlalchemy import Text, cast, func, or_, select, text
 from sqlalchemy.orm import Session
 
 from recommender.core import config
+from recommender.core.calibration import CalibrationSample
 from recommender.core.demand import Run, run_of
 from recommender.core.domain import Outcome, ThroughputRow
 from recommender.core.estimation import oom_bumped
@@ -70,6 +71,26 @@ def population_samples(s: Session, limit: int) -> list[PopulationSample]:
 
 
 _NAIVE_EPOCH = datetime(1970, 1, 1)
+
+
+def calibration_samples(s: Session, limit: int) -> list[CalibrationSample]:
+    """The `limit` most recent first attempts with a model chance whose outcome is known: ran
+    out when NextAfterOom marked them or the runner recorded an OOM on them, fitted when it
+    recorded a success on them. Newest first, by the recommendation index on created_at."""
+    x, r = ExecutionRow, RecommendationRow
+    known = or_(r.oom_at.is_not(None),
+                x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value)))
+    rows = s.connection().execute(
+        select(r.profile_memory_mib, r.model_oom_chance, r.oom_at, x.outcome)
+        .outerjoin(x, x.recommendation_id == r.id)
+        .where(r.parent_id.is_(None), r.model_oom_chance.is_not(None), known)
+        .order_by(r.created_at.desc())
+        .limit(limit)
+    ).all()
+    ran_out = Outcome.OOM.value
+    return [CalibrationSample(int(mib), float(chance or 0.0),
+                              oom_at is not None or outcome == ran_out)
+            for mib, chance, oom_at, outcome in rows]
 
 
 class _Decoded(Mapping[str, float]):

@@ -119,6 +119,7 @@ def _columns_of(d: Decision) -> dict[str, Any]:
         node_gpus=d.rung.node_gpus,
         predicted_throughput=d.predicted_throughput,
         oom_chance=d.oom_chance,
+        model_oom_chance=d.model_oom_chance,
     )
 
 
@@ -165,6 +166,8 @@ def recommendation_of(m: Mapping[Any, Any]) -> StoredRecommendation:
         attempt=m["attempt"],
         predicted_throughput=float(m.get("predicted_throughput") or 0.0),
         oom_chance=float(m.get("oom_chance") or 0.0),
+        model_oom_chance=(None if m.get("model_oom_chance") is None
+                          else float(m["model_oom_chance"])),
     )
     return StoredRecommendation(
         id=m["id"],

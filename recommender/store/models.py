@@ -47,6 +47,7 @@ class RecommendationRow(Base):
     predicted_throughput: Mapped[float] = mapped_column(Float, default=0.0)
     declared_memory_mib: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     oom_chance: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    model_oom_chance: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (
         Index("ix_recommendations_action_created", "action_id", "created_at"),

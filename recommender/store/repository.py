@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from recommender.core import config
+from recommender.core.calibration import CalibrationSample
 from recommender.core.dataset import Dataset
 from recommender.core.demand import Run
 from recommender.core.domain import (
@@ -351,6 +352,10 @@ class SqlStore:
     def population_samples(self, limit: int) -> list[PopulationSample]:
         self._settle()
         return self._run(partial(across.population_samples, limit=limit))
+
+    def calibration_samples(self, limit: int) -> list[CalibrationSample]:
+        self._settle()
+        return self._run(partial(across.calibration_samples, limit=limit))
 
     def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
         self._settle()
