@@ -17,8 +17,8 @@ corner cases:
   model, profile, count);
 - `population_samples` gives the newest executions of any action that fitted or ran out of
   memory, with what they needed;
-- `calibration_samples` gives the newest first attempts that stated a model chance and whose
-  outcome is known;
+- `calibration_samples` gives, of the newest first attempts that stated a model chance, those
+  whose outcome is known;
 - `runs_in_window` gives the executions on a GPU model that overlap the window, as demand;
 - `list_history` is keyset-paginated on (created_at, id), newest first, with the same filters;
   it raises ValueError ("page_token: ...") for a token it did not issue.
@@ -234,16 +234,16 @@ class InMemoryStore:
             for e in latest]
 
     def calibration_samples(self, limit: int) -> list[CalibrationSample]:
-        """As `SqlStore.calibration_samples`: the `limit` latest first attempts with a model
-        chance whose outcome is known (marked OOM, or an execution recorded on them)."""
+        """As `SqlStore.calibration_samples`: of the `limit` latest first attempts with a model
+        chance, those whose outcome is known (marked OOM, or an execution recorded on them)."""
         with self._lock:
             self._check()
             outcome = {e.recommendation_id: e.outcome for e in self._executions.values()}
-            firsts = sorted((r for r in self._recommendations.values()
-                             if r.parent_id is None and r.decision.model_oom_chance is not None
-                             and (r.oom_at is not None or outcome.get(r.id) in (
-                                 Outcome.SUCCEEDED, Outcome.OOM))),
+            latest = sorted((r for r in self._recommendations.values()
+                             if r.decision.model_oom_chance is not None),
                             key=lambda r: r.created_at, reverse=True)[:limit]
+            firsts = [r for r in latest if r.oom_at is not None
+                      or outcome.get(r.id) in (Outcome.SUCCEEDED, Outcome.OOM)]
         return [CalibrationSample(
             r.decision.rung.profile.memory_mib, float(r.decision.model_oom_chance or 0.0),
             r.oom_at is not None or outcome.get(r.id) is Outcome.OOM) for r in firsts]

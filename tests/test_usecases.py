@@ -214,8 +214,8 @@ def test_population_samples_are_the_latest_fits_and_ooms_of_any_action(
 
 def test_young_actions_first_attempts_keep_their_model_chance_and_what_became_of_them(
         any_store: Store, catalog: Catalog) -> None:
-    """`calibration_samples`: first attempts whose decision kept a model chance (a young
-    action's, with a predictive need), newest first, once their outcome is known: marked by
+    """`calibration_samples`: of the newest first attempts whose decision kept a model chance
+    (a young action's, with a predictive need), those whose outcome is known: marked by
     NextAfterOom or recorded as an OOM (ran out), recorded as succeeded (fitted). A rung, an
     attempt still running, and a grown action's attempt are not in it."""
     uc = at(T0, any_store, catalog)
@@ -251,7 +251,9 @@ def test_young_actions_first_attempts_keep_their_model_chance_and_what_became_of
     assert [(g.slice_mib, g.ran_out) for g in got] == [
         (slice_of[fitted.id], False), (slice_of[ran_out.id], True)]
     assert got[0].model_chance == pytest.approx(fitted.decision.model_oom_chance)
-    assert len(any_store.calibration_samples(1)) == 1
+    # The newest `limit` first attempts, less those still running: the newest is running.
+    assert any_store.calibration_samples(1) == []
+    assert [g.ran_out for g in any_store.calibration_samples(2)] == [False]
     # The next population read carries the record: a young action's next decision weighs it.
     population = at(T0 + timedelta(minutes=9), any_store, catalog).memory_population()
     assert population is not None

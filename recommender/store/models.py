@@ -13,6 +13,9 @@ class Base(DeclarativeBase):
     pass
 
 
+_YOUNG_FIRST = "model_oom_chance IS NOT NULL"
+
+
 class RecommendationRow(Base):
     """Every recommendation given, first attempts and rungs after an OOM alike."""
 
@@ -57,6 +60,10 @@ class RecommendationRow(Base):
         Index("ix_recommendations_action_oom", "action_id", "oom_at",
               postgresql_where=text("oom_at IS NOT NULL"),
               sqlite_where=text("oom_at IS NOT NULL")),
+        # The population's record of young actions' first attempts (store.across
+        # .calibration_samples): a few percent of the rows once most actions are grown.
+        Index("ix_recommendations_young_first", "created_at",
+              postgresql_where=text(_YOUNG_FIRST), sqlite_where=text(_YOUNG_FIRST)),
     )
 
 
