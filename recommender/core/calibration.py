@@ -72,22 +72,39 @@ class Calibrated:
     """A need's chance of running out of each of `sizes_mib`, times the calibration's factor
     there, and never higher at a size than at a smaller one (a larger slice does not run out
     more often): the tail the expected cost climbs. Sizes outside `sizes_mib` are the
-    model's."""
+    model's. Each size is worked out when first asked for (with the sizes below it), once:
+    the expected cost stops climbing where the tail has run out, and the sizes above are never
+    read."""
 
-    __slots__ = ("_at", "_need")
+    __slots__ = ("_at", "_calibration", "_need", "_sizes")
 
     def __init__(self, calibration: SliceCalibration, need: Tail,
                  sizes_mib: Sequence[float]) -> None:
+        self._calibration = calibration
         self._need = need
+        self._sizes = sorted(set(sizes_mib))
         self._at: dict[float, float] = {}
-        below = 1.0
-        for mib in sorted(sizes_mib):
-            below = min(below, need.survival(mib) * calibration.factor(mib))
-            self._at[mib] = below
+
+    def model(self, mib: float) -> float:
+        """The need's own chance, before the calibration."""
+        return self._need.survival(mib)
 
     def survival(self, mib: float) -> float:
         found = self._at.get(mib)
-        return self._need.survival(mib) if found is None else found
+        if found is not None:
+            return found
+        if mib not in self._sizes:
+            return self._need.survival(mib)
+        below = 1.0
+        for size in self._sizes:  # a handful of profiles: the smallest first
+            done = self._at.get(size)
+            if done is None:
+                done = self._at[size] = min(
+                    below, self._need.survival(size) * self._calibration.factor(size))
+            below = done
+            if size == mib:
+                break
+        return below
 
 
 EMPTY = SliceCalibration()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from recommender.core import config
-from recommender.core.calibration import SliceCalibration
+from recommender.core.calibration import Calibrated, SliceCalibration
 from recommender.core.catalog import MigProfile
 from recommender.core.domain import Decision, Pool, Request
 from recommender.core.estimation import FALLBACK, Estimate
@@ -136,10 +136,18 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
     what the user's wait after an OOM is counted in. `calibration`: a young action's chances
     are moved by the population's record at each size (`core.calibration`)."""
     sizes = sorted({float(p.memory_mib) for p in profiles})
+    return _by_expected_cost(sizes, _tail(need, sizes, calibration), floor_mib, gpu_memory_mib)
+
+
+def _tail(need: Predictive, sizes: Sequence[float], calibration: SliceCalibration | None
+          ) -> _Remembered | Calibrated:
+    remembered = _Remembered(need)
+    return remembered if calibration is None else calibration.tail(remembered, sizes)
+
+
+def _by_expected_cost(sizes: list[float], tail: Tail, floor_mib: float, gpu_memory_mib: float
+                      ) -> tuple[float | None, dict[int, float]]:
     wait = oom_wait_mib(gpu_memory_mib)
-    tail: Tail = _Remembered(need)
-    if calibration is not None:
-        tail = calibration.tail(tail, sizes)
     costs = {int(s): expected_cost(sizes, i, tail, wait)
              for i, s in enumerate(sizes) if s >= floor_mib}
     if not costs:
@@ -168,18 +176,20 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     need = estimate.mib if estimate else None
     predictive = estimate.predictive if estimate else None
     pool_needs: dict[str, float] = {}
-    pool_sizes: dict[str, list[float]] = {}
+    tails: dict[str, _Remembered | Calibrated] = {}
+    """Per pool, the need's tail its sizes were weighed by: the stated chance is read from it."""
     for index, pool in pools:
         profiles = candidate_profiles(pool, more_compute_first=sm_hungry)
         why = "no profile"
         pool_need = need
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
-            pool_need, costs = by_expected_cost(profiles, predictive, estimate.hard_floor_mib,
-                                                 pool.gpu_model.memory_mib, calibration)
+            sizes = sorted({float(p.memory_mib) for p in profiles})
+            tails[pool.pool_id] = tail = _tail(predictive, sizes, calibration)
+            pool_need, costs = _by_expected_cost(sizes, tail, estimate.hard_floor_mib,
+                                                 pool.gpu_model.memory_mib)
             if pool_need is not None:
                 pool_needs[pool.pool_id] = pool_need
-        pool_sizes[pool.pool_id] = [float(p.memory_mib) for p in profiles]
         for profile in profiles if pool_need is not None else []:
             assert pool_need is not None
             if profile.memory_mib < pool_need:
@@ -205,14 +215,15 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     model_chance: float | None = None
 
     def chance_at(option: Option) -> float:
-        """The stated chance of running out of the option's slice, and the model's."""
+        """The stated chance of running out of the option's slice (the model's beside it,
+        when a calibration moved it)."""
         nonlocal model_chance
         assert predictive is not None
         mib = float(option.profile.memory_mib)
-        if calibration is None:
-            return predictive.survival(mib)
-        model_chance = predictive.survival(mib)
-        return calibration.tail(predictive, pool_sizes[option.pool.pool_id]).survival(mib)
+        tail = tails.get(option.pool.pool_id)
+        if isinstance(tail, Calibrated):
+            model_chance = tail.model(mib)
+        return predictive.survival(mib) if tail is None else tail.survival(mib)
 
     if fitting:
         chosen = min(fitting, key=lambda t: t[:3])[3]
