@@ -125,22 +125,22 @@ def _calibrated(calibration: SliceCalibration | None, model: float | None, state
 
 
 def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float,
-                     gpu_memory_mib: float, calibration: SliceCalibration | None = None
-                     ) -> tuple[float | None, dict[int, float]]:
+                     gpu_memory_mib: float) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
     Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), the
     user's wait for the rerun and the climb through the sizes above (`predictive.expected_cost`,
     `predictive.oom_wait_mib`). Sizes below
     what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
-    what the user's wait after an OOM is counted in. `calibration`: a young action's chances
-    are moved by the population's record at each size (`core.calibration`)."""
+    what the user's wait after an OOM is counted in. (`recommend` weighs a young action's
+    sizes by the population's record there as well, `core.calibration`.)"""
     sizes = sorted({float(p.memory_mib) for p in profiles})
-    return _by_expected_cost(sizes, _tail(need, sizes, calibration), floor_mib, gpu_memory_mib)
+    return _by_expected_cost(sizes, _tail(need, sizes, None), floor_mib, gpu_memory_mib)
 
 
 def _tail(need: Predictive, sizes: Sequence[float], calibration: SliceCalibration | None
           ) -> _Remembered | Calibrated:
+    """The need's tail, each size's chance computed once, moved by `calibration` if given."""
     remembered = _Remembered(need)
     return remembered if calibration is None else calibration.tail(remembered, sizes)
 
