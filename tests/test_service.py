@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -285,6 +286,44 @@ def test_throughput_count_learns_what_several_workers_delivered(live: Live) -> N
     assert (r.profile.name, r.count) == ("1g.10gb", 5), r.reason
     assert 700 <= r.predicted_throughput < 5 * 200
     assert "multi-worker executions" in r.reason
+
+
+def test_a_young_actions_chance_is_moved_by_how_young_actions_first_attempts_turned_out(
+        live: Live) -> None:
+    """Over gRPC: young actions' first attempts on a slice, each given a small chance, ran out
+    (NextAfterOom marks them); once the population is read again, a new action's chance on that
+    slice is raised above its model's, and the reason says by what record."""
+    now = datetime.now(UTC)
+    for a in range(5):
+        for k in range(3):
+            live.recommender.RecordExecution(record(
+                f"peer{a}-{k}", f"peer-{a}", model="A100-80GB", profile="7g.80gb",
+                peak=30_000 + 400 * a + 150 * k, ended=now - timedelta(minutes=60 - 3 * a - k)))
+    a80 = pool("a80", "A100-80GB")
+    firsts = [live.recommender.Recommend(request(f"young-{i}", a80)) for i in range(12)]
+    slice_mib = firsts[0].profile.memory_mib
+    for i, first in enumerate(firsts):
+        assert first.source == "population" and first.profile.memory_mib == slice_mib
+        assert 0 < first.oom_chance < 0.05, first.reason
+        live.recommender.NextAfterOom(pb.NextAfterOomRequest(
+            recommendation_id=first.recommendation_id))
+        # Each record makes the population due again (a tenth of its rows).
+        live.recommender.RecordExecution(record(
+            f"peer0-more-{i}", "peer-0", model="A100-80GB", profile="7g.80gb", peak=30_100,
+            ended=now - timedelta(minutes=10 - i / 2)))
+    said = f"first attempts on {slice_mib:,} MiB ran out 12 times"
+    deadline = time.monotonic() + 20
+    while True:  # the server reads the population in a thread of its own, once it is due
+        moved = live.recommender.Recommend(request("young-next", a80))
+        if said in moved.reason or time.monotonic() > deadline:
+            break
+        live.recommender.RecordExecution(record(
+            f"peer1-more-{time.monotonic_ns()}", "peer-1", model="A100-80GB", profile="7g.80gb",
+            peak=30_500, ended=now - timedelta(minutes=1)))
+        time.sleep(0.2)
+    assert said in moved.reason and "its model says" in moved.reason, moved.reason
+    assert moved.oom_chance > 2 * firsts[-1].oom_chance or (
+        moved.profile.memory_mib > slice_mib), moved.reason
 
 
 def test_a_new_action_is_placed_by_a_size_its_peers_differ_by(live: Live) -> None:
