@@ -134,8 +134,13 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
     what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
     what the user's wait after an OOM is counted in. (`recommend` weighs a young action's
     sizes by the population's record there as well, `core.calibration`.)"""
-    sizes = sorted({float(p.memory_mib) for p in profiles})
+    sizes = _sizes(profiles)
     return _by_expected_cost(sizes, _tail(need, sizes, None), floor_mib, gpu_memory_mib)
+
+
+def _sizes(profiles: Sequence[MigProfile]) -> list[float]:
+    """A pool's distinct slice sizes, smallest first: what the expected cost climbs."""
+    return sorted({float(p.memory_mib) for p in profiles})
 
 
 def _tail(need: Predictive, sizes: Sequence[float], calibration: SliceCalibration | None
@@ -184,7 +189,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         pool_need = need
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
-            sizes = sorted({float(p.memory_mib) for p in profiles})
+            sizes = _sizes(profiles)
             tails[pool.pool_id] = tail = _tail(predictive, sizes, calibration)
             pool_need, costs = _by_expected_cost(sizes, tail, estimate.hard_floor_mib,
                                                  pool.gpu_model.memory_mib)
@@ -220,10 +225,10 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         nonlocal model_chance
         assert predictive is not None
         mib = float(option.profile.memory_mib)
-        tail = tails.get(option.pool.pool_id)
+        tail = tails[option.pool.pool_id]  # every pool's, when there is a predictive
         if isinstance(tail, Calibrated):
             model_chance = tail.model(mib)
-        return predictive.survival(mib) if tail is None else tail.survival(mib)
+        return tail.survival(mib)
 
     if fitting:
         chosen = min(fitting, key=lambda t: t[:3])[3]

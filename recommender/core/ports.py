@@ -59,8 +59,8 @@ class RecommendationStore(Protocol):
         ...
 
     def calibration_samples(self, limit: int) -> list[CalibrationSample]:
-        """The `limit` most recent first attempts that stated a model chance (a young action's,
-        `Decision.model_oom_chance`) and whose outcome is known: ran out (marked by
+        """Of the `limit` most recent first attempts that stated a model chance (a young
+        action's, `Decision.model_oom_chance`), those whose outcome is known: ran out (marked by
         NextAfterOom, or recorded as an OOM) or recorded as succeeded on it."""
         ...
 
