@@ -258,7 +258,7 @@ at 119,540 -> 119,239 GB-h, step seeds 3/7 the same OOMs at 0.1 % less; worth 10
 
 ONLINE_SEEN_MIN_RUNS = 30
 ONLINE_SEEN_HALF_LIFE = 96.0
-ONLINE_SEEN_PRIOR = 30.0
+ONLINE_SEEN_PRIOR = 10.0
 ONLINE_SEEN_RECENT = 20
 """The share of an action's own peaks above a size is a floor under the chance of an OOM there
 (predictive.SeenPeaks), for a design without inputs, from ONLINE_SEEN_MIN_RUNS executions on (fewer
@@ -287,7 +287,14 @@ neighbours (a level that moves): two modes 6/21/15, step seed 7 above VPA's memo
 against 11,286); the fit's half-life times 4 (24 runs), the model worth 10 runs: two modes 8/19/13;
 from 10 runs on (the rest as kept): two modes 6/14/11 at 1.39/1.42/1.47x, step seeds 3/7 the same,
 but GenTD26 28 OOMs at 120,690 GB-h (1.40x, from 30 at 119,540); a half-life of 32 or 48 runs: two
-modes seed 2 and step seed 7 the same OOMs within 0.03 %."""
+modes seed 2 and step seed 7 the same OOMs within 0.03 %. The model worth 10 runs instead of 30
+(2026-12-05, with the young actions' calibration in place, in process, 30 -> 10): two modes seeds
+1/2/3/4 7/18/13/9 -> 6/18/11/9 OOMs at 14,251/21,357/17,627/15,722 -> 14,251/21,376/17,659/15,722
+GB-h (VPA 6/8/4/5 executions that ran out, at 15,618/22,749/18,450/17,618); step seeds 3/7/11 the
+same OOMs at the same memory; GenTD26 by 15 and 30 minutes (pods with 30 windows or more) the same
+93 and 58 OOMs at 102,394 -> 102,464 and 110,884 -> 110,939 GB-h. Why: the count only ever raises
+the model's chance, and where it does the model is the one that is wrong (a t that follows the
+light mode), so it should not be worth as many runs as the count. 5 runs: the same as 10."""
 
 CALIBRATION_YOUNG_RUNS = ONLINE_SEEN_MIN_RUNS
 CALIBRATION_PRIOR = 5.0
