@@ -297,7 +297,7 @@ the model's chance, and where it does the model is the one that is wrong (a t th
 light mode), so it should not be worth as many runs as the count. 5 runs: the same as 10."""
 
 CALIBRATION_YOUNG_RUNS = ONLINE_SEEN_MIN_RUNS
-CALIBRATION_PRIOR = 5.0
+CALIBRATION_PRIOR = 1.0
 CALIBRATION_SAMPLES = 5_000
 """An action with fewer than CALIBRATION_YOUNG_RUNS executions cannot count its own runs past a
 size (ONLINE_SEEN_MIN_RUNS); until it can, the chance its model puts on each slice is multiplied
@@ -334,7 +334,20 @@ knows better); the record only ever raising a chance: GenTD26 22 OOMs at 121,887
 the 47 GB slice still passed over. Its cost: a young action's decision by the policy 70 ->
 74 us (scratch timeit, a need on an A100-80GB pool, median of 7; the calibrated chance is
 worked out per size only as the expected cost climbs to it); the record's read, with the
-population's, 37 ms on SQLite at 200,000 recommendations (store.across.calibration_samples)."""
+population's, 37 ms on SQLite at 200,000 recommendations (store.across.calibration_samples).
+The prior worth 1 OOM, not 5 (2026-12-05, in process, the same runs; OOMs at reserved GB-h, 5
+-> 2 -> 1): GenTD26 by the hour 22 at 118,453 -> 19 at 117,825 -> 17 at 117,263 (1.38x ->
+1.37x); by 15 minutes 93 at 102,464 -> 91 at 102,577 -> 85 at 102,541; by 30 minutes 58 at
+110,939 -> 55 at 111,305 -> 49 at 111,484; by 2 hours 8 at 130,238 -> 8 at 128,008 -> 8 at
+127,703. Elsewhere a run either way: two modes seeds 1/2/3/4 6/18/11/9 -> 6/18/12/9 ->
+6/19/13/9 at 0.2-0.9 % less memory; step change seeds 3/7/11 11/18/11 -> 11/18/11 -> 12/18/11
+within 0.1 %; generated seed 7 6 at 11,780 -> 7 at 11,788; shapes seed 5 15 at 23,308 -> 15 at
+23,301; models seed 1 1 at 15,779 -> 2 at 15,635. Why so weak a prior: the factor is a ratio of
+counts over thousands of first attempts, and what it must correct is large (24 seen where 6.8
+were stated); 5 pseudo-OOMs held a size's factor near 1 until it had a few times that many of
+its own, which on the real pods is most of the replay. One OOM's worth still keeps a size with
+no record at the model's chance, and a size with half an OOM stated and one seen moves it by a
+third, not by double."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
