@@ -11,8 +11,8 @@ timid above them. An action that has run long enough counts its own runs past ea
 (`predictive.SeenPeaks`, from ONLINE_SEEN_MIN_RUNS); before that, the population's record at each
 size is the best evidence there is, and this module holds it: per slice size, the chances
 stated and the OOMs seen, and the factor that brings the one to the other, shrunk towards 1 by
-a prior worth CALIBRATION_PRIOR OOMs (a size few first attempts were given keeps the model's
-chance).
+a prior worth CALIBRATION_PRIOR OOMs (a size no first attempt was given keeps the model's
+chance; one OOM where little was stated moves it by less than double).
 """
 
 from __future__ import annotations

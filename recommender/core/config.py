@@ -302,8 +302,8 @@ CALIBRATION_SAMPLES = 5_000
 """An action with fewer than CALIBRATION_YOUNG_RUNS executions cannot count its own runs past a
 size (ONLINE_SEEN_MIN_RUNS); until it can, the chance its model puts on each slice is multiplied
 by how the young actions' first attempts on that slice size turned out: their OOMs over the
-chances stated for them, each with CALIBRATION_PRIOR OOMs added, so that a size with fewer than
-a few OOMs' worth of record keeps about the model's chance (core/calibration.py). Read with the
+chances stated for them, each with CALIBRATION_PRIOR OOMs added, so that a size with no record
+keeps the model's chance and one with less than an OOM's worth moves little (core/calibration.py). Read with the
 population from the CALIBRATION_SAMPLES most recent such first attempts: a bounded query, and
 what young actions do now, not a year ago. Why: on GenTD26 a young pod's chances were
 too bold just below the sizes where real peaks pile up and too timid just above them (first
