@@ -299,17 +299,17 @@ light mode), so it should not be worth as many runs as the count. 5 runs: the sa
 CALIBRATION_YOUNG_RUNS = ONLINE_SEEN_MIN_RUNS
 CALIBRATION_PRIOR = 1.0
 CALIBRATION_SAMPLES = 5_000
-"""An action with fewer than CALIBRATION_YOUNG_RUNS executions cannot count its own runs past a
-size (ONLINE_SEEN_MIN_RUNS); until it can, the chance its model puts on each slice is multiplied
-by how the young actions' first attempts on that slice size turned out: their OOMs over the
-chances stated for them, each with CALIBRATION_PRIOR OOMs added, so that a size with no record
-keeps the model's chance and one with less than an OOM's worth moves little (core/calibration.py). Read with the
-population from the CALIBRATION_SAMPLES most recent such first attempts: a bounded query, and
-what young actions do now, not a year ago. Why: on GenTD26 a young pod's chances were
-too bold just below the sizes where real peaks pile up and too timid just above them (first
-attempts on the 40 GB slice ran out 24 times where their chances added up to 6.8; on the 47 GB
-slice none where they added up to 12.9: no peak passes 49 GB, as if a card held them), so
-the 47 GB slice was passed over for 71 GB and the 40 GB one taken where it was not safe.
+"""An action with fewer than CALIBRATION_YOUNG_RUNS executions cannot count its own runs past a size
+(ONLINE_SEEN_MIN_RUNS); until it can, the chance its model puts on each slice is multiplied by how
+the young actions' first attempts on that slice size turned out: their OOMs over the chances stated
+for them, each with CALIBRATION_PRIOR OOMs added, so that a size with no record keeps the model's
+chance and one with less than an OOM's worth moves little (core/calibration.py). Read with the
+population from the CALIBRATION_SAMPLES most recent such first attempts: a bounded query, and what
+young actions do now, not a year ago. Why: on GenTD26 a young pod's chances were too bold just below
+the sizes where real peaks pile up and too timid just above them (first attempts on the 40 GB slice
+ran out 24 times where their chances added up to 6.8; on the 47 GB slice none where they added up to
+12.9: no peak passes 49 GB, as if a card held them), so the 47 GB slice was passed over for 71 GB
+and the 40 GB one taken where it was not safe.
 Measured in process (`recommender evaluate --runner in-process --trace T [--seed N |
 --window-minutes W] --quiet`, 2026-12-05; first-attempt OOMs at reserved GB-h, before -> after):
 GenTD26 by the hour 31 at 119,479 (1.39x) -> 22 at 118,453 (1.38x); by 15 minutes 108 at
