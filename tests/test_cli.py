@@ -55,6 +55,7 @@ def test_serve_creates_sqlite_by_itself_and_stops_gracefully(tmp_path: Path) -> 
     rows = json.loads(out.stdout)
     assert [(r["action_id"], r["profile"], r["count"]) for r in rows] == [("cli", "1g.10gb", 2)]
     assert rows[0]["oom_chance"] == 0  # a declared figure: no chance weighed
+    assert rows[0]["model_oom_chance"] is None  # nor one the young actions' record could move
     table = run("history", cwd=tmp_path)
     assert "1g.10gb" in table.stdout and "ACTION_ID" in table.stdout
     assert "OOM RISK" in table.stdout

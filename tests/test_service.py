@@ -305,6 +305,7 @@ def test_a_young_actions_chance_is_moved_by_how_young_actions_first_attempts_tur
     for i, first in enumerate(firsts):
         assert first.source == "population" and first.profile.memory_mib == slice_mib
         assert 0 < first.oom_chance < 0.05, first.reason
+        assert first.model_oom_chance > 0, first  # young: the model's own chance is kept
         live.recommender.NextAfterOom(pb.NextAfterOomRequest(
             recommendation_id=first.recommendation_id))
         # Each record makes the population due again (a tenth of its rows).
@@ -324,6 +325,14 @@ def test_a_young_actions_chance_is_moved_by_how_young_actions_first_attempts_tur
     assert said in moved.reason and "its model says" in moved.reason, moved.reason
     assert moved.oom_chance > 2 * firsts[-1].oom_chance or (
         moved.profile.memory_mib > slice_mib), moved.reason
+    if moved.profile.memory_mib == slice_mib:
+        assert moved.oom_chance > 2 * moved.model_oom_chance > 0, moved
+    # History shows what the record changed: the model's chance beside the one decided on.
+    page = live.admin.ListRecommendations(pb.ListRecommendationsRequest(action_id="young-next"))
+    kept = [e.recommendation for e in page.recommendations
+            if e.recommendation.recommendation_id == moved.recommendation_id]
+    assert kept and kept[0].model_oom_chance == pytest.approx(moved.model_oom_chance), page
+    assert kept[0].oom_chance == pytest.approx(moved.oom_chance)
 
 
 def test_a_new_action_is_placed_by_a_size_its_peers_differ_by(live: Live) -> None:

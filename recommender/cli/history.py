@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 HISTORY_FIELDS = ["created_at", "action_id", "execution_id", "recommendation_id",
                   "parent_recommendation_id", "attempt", "pool_id", "gpu_model", "profile",
                   "count", "slice_mib", "predicted_peak_mib", "source", "model_version",
-                  "outcome", "peak_mib", "relative_slack", "oom_chance"]
+                  "outcome", "peak_mib", "relative_slack", "oom_chance", "model_oom_chance"]
 OUTCOME_WORDS = {"SUCCEEDED": "fitted", "OOM": "OOM", "FAILED": "failed",
                  "CANCELLED": "cancelled"}
 
@@ -51,6 +51,10 @@ def _history_rows(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
             "peak_mib": round(e.peak_memory_mib) if e.peak_memory_mib is not None else None,
             "relative_slack": round(slack, 4) if slack is not None else None,
             "oom_chance": round(d.oom_chance, 6),
+            # A young action's first attempt: its model's chance before the population's
+            # record at that slice size moved it (None where the record does not apply).
+            "model_oom_chance": (None if d.model_oom_chance is None
+                                 else round(d.model_oom_chance, 6)),
         })
     return rows
 

@@ -48,6 +48,7 @@ def recommendation_to_pb(rec: StoredRecommendation, *, stored: bool = True) -> p
         node_share=d.rung.node_share,
         predicted_throughput=d.predicted_throughput,
         oom_chance=d.oom_chance,
+        model_oom_chance=d.model_oom_chance or 0.0,
     )
 
 
