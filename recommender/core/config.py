@@ -335,19 +335,23 @@ the 47 GB slice still passed over. Its cost: a young action's decision by the po
 74 us (scratch timeit, a need on an A100-80GB pool, median of 7; the calibrated chance is
 worked out per size only as the expected cost climbs to it); the record's read, with the
 population's, 37 ms on SQLite at 200,000 recommendations (store.across.calibration_samples).
-The prior worth 1 OOM, not 5 (2026-12-05, in process, the same runs; OOMs at reserved GB-h, 5
--> 2 -> 1): GenTD26 by the hour 22 at 118,453 -> 19 at 117,825 -> 17 at 117,263 (1.38x ->
-1.37x); by 15 minutes 93 at 102,464 -> 91 at 102,577 -> 85 at 102,541; by 30 minutes 58 at
-110,939 -> 55 at 111,305 -> 49 at 111,484; by 2 hours 8 at 130,238 -> 8 at 128,008 -> 8 at
-127,703. Elsewhere a run either way: two modes seeds 1/2/3/4 6/18/11/9 -> 6/18/12/9 ->
-6/19/13/9 at 0.2-0.9 % less memory; step change seeds 3/7/11 11/18/11 -> 11/18/11 -> 12/18/11
-within 0.1 %; generated seed 7 6 at 11,780 -> 7 at 11,788; shapes seed 5 15 at 23,308 -> 15 at
-23,301; models seed 1 1 at 15,779 -> 2 at 15,635. Why so weak a prior: the factor is a ratio of
-counts over thousands of first attempts, and what it must correct is large (24 seen where 6.8
-were stated); 5 pseudo-OOMs held a size's factor near 1 until it had a few times that many of
-its own, which on the real pods is most of the replay. One OOM's worth still keeps a size with
-no record at the model's chance, and a size with half an OOM stated and one seen moves it by a
-third, not by double."""
+The prior worth 1 OOM, not 5 (2026-12-05, in process, the same runs; OOMs at reserved GB-h, 5 -> 2
+-> 1): GenTD26 by the hour 22 at 118,453 -> 19 at 117,825 -> 17 at 117,263 (1.38x -> 1.37x); by 15
+minutes 93 at 102,464 -> 91 at 102,577 -> 85 at 102,541; by 30 minutes 58 at 110,939 -> 55 at
+111,305 -> 49 at 111,484; by 2 hours 8 at 130,238 -> 8 at 128,008 -> 8 at 127,703. Elsewhere a run
+either way: two modes seeds 1/2/3/4 6/18/11/9 -> 6/18/12/9 -> 6/19/13/9 at 0.2-0.9 % less memory;
+step change seeds 3/7/11 11/18/11 -> 11/18/11 -> 12/18/11 within 0.1 %; generated seed 7 6 at 11,780
+-> 7 at 11,788; shapes seed 5 15 at 23,308 -> 15 at 23,301; models seed 1 1 at 15,779 -> 2 at
+15,635. Why so weak a prior: the factor is a ratio of counts over thousands of first attempts, and
+what it must correct is large (24 seen where 6.8 were stated); 5 pseudo-OOMs held a size's factor
+near 1 until it had a few times that many of its own, which on the real pods is most of the replay.
+One OOM's worth still keeps a size with no record at the model's chance, and a size with half an OOM
+stated and one seen moves it by a third, not by double. On a scratch generator it was not tuned to
+(as above, rebuilt: 250 actions of 4 to 25 runs, levels 3-45 GB growing up to 2 % a run, H100-80GB
+and H200 pools; ebc117e against this, both constants changed; seeds 1/2): lognormal scatter 16/15
+OOMs at 1.244/1.279x -> 17/15 at 1.236/1.275x; an exponential excess 13/33 at 1.300/1.190x -> 10/33
+at 1.311/1.201x; peaks that now and then fill a 48 GB card 149/144 at 2.235/2.238x -> 117/112 at
+2.281/2.274x (VPA 151/162 at 2.278/2.271x)."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
