@@ -134,8 +134,7 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
     what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
     what the user's wait after an OOM is counted in. (`recommend` weighs a young action's
     sizes by the population's record there as well, `core.calibration`.)"""
-    sizes = _sizes(profiles)
-    return _by_expected_cost(sizes, _tail(need, sizes, None), floor_mib, gpu_memory_mib)
+    return _by_expected_cost(_sizes(profiles), _Remembered(need), floor_mib, gpu_memory_mib)
 
 
 def _sizes(profiles: Sequence[MigProfile]) -> list[float]:
