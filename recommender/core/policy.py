@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from recommender.core import config
-from recommender.core.calibration import Calibrated, SliceCalibration
+from recommender.core.calibration import EMPTY, Calibrated, SliceCalibration
 from recommender.core.catalog import MigProfile
-from recommender.core.domain import Decision, Pool, Request
-from recommender.core.estimation import FALLBACK, Estimate
+from recommender.core.domain import Decision, Pool, Request, Sample
+from recommender.core.estimation import FALLBACK, Estimate, informative
 from recommender.core.ladder import build_ladder
 from recommender.core.options import (
     Memo,
@@ -26,6 +26,7 @@ from recommender.core.options import (
     placeable_option,
     rung_of,
 )
+from recommender.core.population import Population
 from recommender.core.predictive import Predictive, Tail, expected_cost, oom_wait_mib
 from recommender.core.throughput import ThroughputCurve
 
@@ -124,17 +125,30 @@ def _calibrated(calibration: SliceCalibration | None, model: float | None, state
     return f" (its model says {model:.1%}; {calibration.describe(mib)})"
 
 
+def young_calibration(estimate: Estimate | None, samples: Sequence[Sample],
+                      population: Population | None) -> SliceCalibration | None:
+    """The population's record of young actions' first attempts, for a young action whose need
+    is a distribution (`core.calibration`); None for the rest. One rule for the server and for
+    the retraining job's replay of it, so that promotion compares what the server runs."""
+    if (estimate is None or estimate.predictive is None
+            or len(informative(samples)) >= config.CALIBRATION_YOUNG_RUNS):
+        return None
+    return population.calibration if population is not None else EMPTY
+
+
 def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float,
-                     gpu_memory_mib: float) -> tuple[float | None, dict[int, float]]:
+                     gpu_memory_mib: float, calibration: SliceCalibration | None = None
+                     ) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
     Expected cost: the slice's memory, plus, if the need exceeds it (the predictive tail), the
     user's wait for the rerun and the climb through the sizes above (`predictive.expected_cost`,
     `predictive.oom_wait_mib`). Sizes below
     what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
-    what the user's wait after an OOM is counted in. (`recommend` weighs a young action's
-    sizes by the population's record there as well, `core.calibration`.)"""
-    return _by_expected_cost(_sizes(profiles), _Remembered(need), floor_mib, gpu_memory_mib)
+    what the user's wait after an OOM is counted in. `calibration`: a young action's record
+    (`young_calibration`), as `recommend` weighs its sizes."""
+    sizes = _sizes(profiles)
+    return _by_expected_cost(sizes, _tail(need, sizes, calibration), floor_mib, gpu_memory_mib)
 
 
 def _sizes(profiles: Sequence[MigProfile]) -> list[float]:

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from recommender.core import config
-from recommender.core.calibration import EMPTY, SliceCalibration
+from recommender.core.calibration import EMPTY, CalibrationSample, SliceCalibration
 from recommender.core.predictive import Predictive
 
 FloatArray = NDArray[np.float64]
@@ -220,7 +220,11 @@ def on_grid(scale: float) -> float:
     return math.exp(round(math.log(scale) / step) * step)
 
 
-def build_population(samples: Sequence[PopulationSample]) -> Population:
+def build_population(samples: Sequence[PopulationSample],
+                     first_attempts: Iterable[CalibrationSample] = ()) -> Population:
+    """The population as read from recent executions across actions, with the record of young
+    actions' first attempts (`core.calibration`) beside it: what the server reads once a minute
+    and the retraining job reads as of its hold-out's start."""
     by_action: dict[str, list[PopulationSample]] = {}
     for s in samples:
         if s.need_mib > 0:
@@ -239,7 +243,8 @@ def build_population(samples: Sequence[PopulationSample]) -> Population:
                       at_inputs=_at_inputs(by_action, logs, pooled, first, declared,
                                            log_scale),
                       slopes=tuple(sorted((f, round(b / step) * step)
-                                          for f, b in pooled.items())))
+                                          for f, b in pooled.items())),
+                      calibration=SliceCalibration.of(first_attempts))
 
 
 @dataclass(frozen=True)

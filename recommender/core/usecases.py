@@ -19,8 +19,6 @@ from datetime import UTC, datetime
 
 from recommender.core import config
 from recommender.core.cache import ActionCache, Change, with_execution, with_oom
-from recommender.core.calibration import EMPTY as EMPTY_CALIBRATION
-from recommender.core.calibration import SliceCalibration
 from recommender.core.catalog import Catalog, GpuModel, load_catalog
 from recommender.core.domain import (
     Decision,
@@ -38,18 +36,16 @@ from recommender.core.domain import (
 from recommender.core.estimation import (
     FALLBACK,
     HISTORY,
-    Estimate,
     Estimator,
     Evidence,
     default_estimator,
-    informative,
     mean_sm_utilisation,
 )
 from recommender.core.ids import new_id
 from recommender.core.ladder import LADDER, LadderExhausted, chance_above, next_rung
 from recommender.core.layout import RecordedAdvice, advise_recorded
 from recommender.core.online import ActionModels
-from recommender.core.policy import recommend
+from recommender.core.policy import recommend, young_calibration
 from recommender.core.population import Population, build_population
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.predictive import Predictive
@@ -221,8 +217,7 @@ class UseCases:
             rows = self.store.population_samples(config.POPULATION_SAMPLES)
             first = self.store.calibration_samples(config.CALIBRATION_SAMPLES)
             self._population_rows = len(rows)
-            self._population = replace(build_population(rows),
-                                       calibration=SliceCalibration.of(first))
+            self._population = build_population(rows, first)
         except StoreUnavailable as e:
             log.warning("population prior not refreshed: %s", e)
         except Exception:
@@ -352,7 +347,7 @@ class UseCases:
                  if request.target_throughput > 0 else None)
         decision = recommend(
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
-            curve=curve, calibration=self._calibration(estimate, samples),
+            curve=curve, calibration=young_calibration(estimate, samples, self._population),
         )
         if estimate is not None and estimate.model_version:
             decision = replace(decision, model_version=estimate.model_version)
@@ -360,16 +355,6 @@ class UseCases:
             decision = replace(decision, source=FALLBACK,
                                reason=f"{degraded}: {decision.reason}")
         return decision, sm
-
-    def _calibration(self, estimate: Estimate | None, samples: list[Sample]
-                     ) -> SliceCalibration | None:
-        """The population's record of young actions' first attempts, for a young action whose
-        need is a distribution (`core.calibration`); None for the rest."""
-        if (estimate is None or estimate.predictive is None
-                or len(informative(samples)) >= config.CALIBRATION_YOUNG_RUNS):
-            return None
-        population = self._population
-        return population.calibration if population is not None else EMPTY_CALIBRATION
 
     def _remember(self, memo: dict[tuple[object, ...], _Decided], key: tuple[object, ...],
                   request: Request, samples: list[Sample], population: Population | None,
