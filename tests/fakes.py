@@ -215,14 +215,17 @@ class InMemoryStore:
             for r in ooms if r.oom_at is not None
         ]
 
-    def population_samples(self, limit: int) -> list[PopulationSample]:
+    def population_samples(self, limit: int, before: datetime | None = None
+                           ) -> list[PopulationSample]:
         """As `SqlStore.population_samples`: the `limit` latest executions of any action that
         say how much memory was needed (an OOM's bumped value), with the declared memory of
-        their recommendation (0 when this store does not hold it)."""
+        their recommendation (0 when this store does not hold it); with `before`, of those
+        ended by then."""
         with self._lock:
             self._check()
             latest = sorted((e for e in self._executions.values()
-                             if e.outcome in (Outcome.SUCCEEDED, Outcome.OOM)),
+                             if e.outcome in (Outcome.SUCCEEDED, Outcome.OOM)
+                             and (before is None or e.ended_at <= before)),
                             key=lambda e: e.ended_at, reverse=True)[:limit]
             declared = {e.execution_id: rec.declared_memory_mib for e in latest
                         if (rec := self._recommendations.get(e.recommendation_id)) is not None}
@@ -233,20 +236,26 @@ class InMemoryStore:
             declared_mib=float(declared.get(e.execution_id, 0)), features=dict(e.features))
             for e in latest]
 
-    def calibration_samples(self, limit: int) -> list[CalibrationSample]:
+    def calibration_samples(self, limit: int, before: datetime | None = None
+                            ) -> list[CalibrationSample]:
         """As `SqlStore.calibration_samples`: of the `limit` latest first attempts with a model
-        chance, those whose outcome is known (marked OOM, or an execution recorded on them)."""
+        chance, those whose outcome is known (marked OOM, or an execution recorded on them);
+        with `before`, made and known by then."""
+        def by(at: datetime | None) -> bool:
+            return at is not None and (before is None or at <= before)
+
         with self._lock:
             self._check()
-            outcome = {e.recommendation_id: e.outcome for e in self._executions.values()}
+            outcome = {e.recommendation_id: e.outcome for e in self._executions.values()
+                       if by(e.ended_at)}
             latest = sorted((r for r in self._recommendations.values()
-                             if r.decision.model_oom_chance is not None),
+                             if r.decision.model_oom_chance is not None and by(r.created_at)),
                             key=lambda r: r.created_at, reverse=True)[:limit]
-            firsts = [r for r in latest if r.oom_at is not None
+            firsts = [r for r in latest if by(r.oom_at)
                       or outcome.get(r.id) in (Outcome.SUCCEEDED, Outcome.OOM)]
         return [CalibrationSample(
             r.decision.rung.profile.memory_mib, float(r.decision.model_oom_chance or 0.0),
-            r.oom_at is not None or outcome.get(r.id) is Outcome.OOM) for r in firsts]
+            by(r.oom_at) or outcome.get(r.id) is Outcome.OOM) for r in firsts]
 
     def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
         """As `SqlStore.throughput_summary`: the mean per-worker throughput of successful

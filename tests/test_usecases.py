@@ -210,6 +210,10 @@ def test_population_samples_are_the_latest_fits_and_ooms_of_any_action(
     assert got[1].need_mib == 3000 and got[0].need_mib > 9856  # an OOM: more than its slice
     assert got[1].features == {"batch": 8.0}
     assert [p.action_id for p in any_store.population_samples(1)] == ["b"]
+    # As the population stood at a time (the retraining job's replay of the server): the
+    # executions ended by then.
+    assert [p.action_id for p in any_store.population_samples(
+        10, before=T0 + timedelta(hours=1, minutes=30))] == ["a"]
 
 
 def test_young_actions_first_attempts_keep_their_model_chance_and_what_became_of_them(
@@ -254,6 +258,12 @@ def test_young_actions_first_attempts_keep_their_model_chance_and_what_became_of
     # The newest `limit` first attempts, less those still running: the newest is running.
     assert any_store.calibration_samples(1) == []
     assert [g.ran_out for g in any_store.calibration_samples(2)] == [False]
+    # The record as it stood at a time: first attempts made by then, with outcomes known by
+    # then (marked at minute 5, recorded at minute 7).
+    assert any_store.calibration_samples(10, before=T0 + timedelta(minutes=4)) == []
+    assert [(g.slice_mib, g.ran_out) for g in any_store.calibration_samples(
+        10, before=T0 + timedelta(minutes=6))] == [(slice_of[ran_out.id], True)]
+    assert len(any_store.calibration_samples(10, before=T0 + timedelta(minutes=8))) == 2
     # The next population read carries the record: a young action's next decision weighs it.
     population = at(T0 + timedelta(minutes=9), any_store, catalog).memory_population()
     assert population is not None
@@ -489,11 +499,12 @@ class _SlowPopulation(InMemoryStore):
         self.release = threading.Event()
         self.reads = 0
 
-    def population_samples(self, limit: int) -> list[PopulationSample]:
+    def population_samples(self, limit: int, before: datetime | None = None
+                           ) -> list[PopulationSample]:
         self.reads += 1
         if self.reads > 1:
             assert self.release.wait(10)
-        return super().population_samples(limit)
+        return super().population_samples(limit, before)
 
 
 def test_the_population_is_read_again_off_the_request_path(catalog: Catalog) -> None:
@@ -528,9 +539,10 @@ class _CountedReads(InMemoryStore):
         super().__init__()
         self.reads = 0
 
-    def population_samples(self, limit: int) -> list[PopulationSample]:
+    def population_samples(self, limit: int, before: datetime | None = None
+                           ) -> list[PopulationSample]:
         self.reads += 1
-        return super().population_samples(limit)
+        return super().population_samples(limit, before)
 
 
 def test_the_population_is_read_again_after_a_tenth_of_its_rows(catalog: Catalog) -> None:

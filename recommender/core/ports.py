@@ -54,14 +54,18 @@ class RecommendationStore(Protocol):
         """Mean per-worker throughput per (action, GPU model, profile, count) since `since`:
         what the throughput curves of other actions are learned from."""
         ...
-    def population_samples(self, limit: int) -> list[PopulationSample]:
-        """The `limit` most recent executions across actions, for the population prior."""
+    def population_samples(self, limit: int, before: datetime | None = None
+                           ) -> list[PopulationSample]:
+        """The `limit` most recent executions across actions, for the population prior (with
+        `before`, of those that had ended by then)."""
         ...
 
-    def calibration_samples(self, limit: int) -> list[CalibrationSample]:
+    def calibration_samples(self, limit: int, before: datetime | None = None
+                            ) -> list[CalibrationSample]:
         """Of the `limit` most recent first attempts that stated a model chance (a young
         action's, `Decision.model_oom_chance`), those whose outcome is known: ran out (marked by
-        NextAfterOom, or recorded as an OOM) or recorded as succeeded on it."""
+        NextAfterOom, or recorded as an OOM) or recorded as succeeded on it (with `before`, the
+        record as it stood then)."""
         ...
 
 

@@ -42,17 +42,20 @@ def runs_in_window(s: Session, gpu_model: str, since: datetime, until: datetime,
     return [run for run in runs if run.start < until]
 
 
-def population_samples(s: Session, limit: int) -> list[PopulationSample]:
+def population_samples(s: Session, limit: int, before: datetime | None = None
+                       ) -> list[PopulationSample]:
     """The `limit` most recent executions across actions that say how much memory was needed,
-    with the memory their recommendation's request declared."""
+    with the memory their recommendation's request declared; with `before`, those that had
+    ended by then (the population as it was read at that time)."""
     x, r = ExecutionRow, RecommendationRow
+    ended = (x.ended_at <= before,) if before is not None else ()
     # On the session's connection, not the session: the same rows without the ORM's loading
     # of each (177 -> 149 ms of CPU for 20,000 rows on SQLite).
     rows = s.connection().execute(
         select(x.action_id, x.ended_at, x.peak_memory_mib, x.slice_memory_mib,
                x.outcome, r.declared_memory_mib, cast(x.features, Text))
         .outerjoin(r, r.id == x.recommendation_id)
-        .where(x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value)))
+        .where(x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value)), *ended)
         .order_by(x.ended_at.desc())
         .limit(limit)
     ).all()
@@ -73,7 +76,8 @@ def population_samples(s: Session, limit: int) -> list[PopulationSample]:
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
-def calibration_samples(s: Session, limit: int) -> list[CalibrationSample]:
+def calibration_samples(s: Session, limit: int, before: datetime | None = None
+                        ) -> list[CalibrationSample]:
     """Of the `limit` most recent first attempts with a model chance, those whose outcome is
     known: ran out when NextAfterOom marked them or the runner recorded an OOM on them, fitted
     when it recorded a success on them (the few still running are left out). Only first
@@ -83,15 +87,19 @@ def calibration_samples(s: Session, limit: int) -> list[CalibrationSample]:
     the join first, PostgreSQL hashed every execution (72 ms at 200,000, growing with the
     table), and parent_id IS NULL made SQLite walk every first attempt and sort them (100 ms at
     200,000 rows, 5 % young). Now 37 ms on SQLite, 60-110 ms on PostgreSQL (scratch, 200,000
-    of each, median of 7): off the Recommend path, with the population, once a minute."""
+    of each, median of 7): off the Recommend path, with the population, once a minute.
+    With `before`, the record as it stood then: first attempts made by then, with the outcomes
+    known by then."""
     x, r = ExecutionRow, RecommendationRow
+    made = (r.created_at <= before,) if before is not None else ()
     young = (select(r.id, r.profile_memory_mib, r.model_oom_chance, r.oom_at, r.created_at)
-             .where(r.model_oom_chance.is_not(None))
+             .where(r.model_oom_chance.is_not(None), *made)
              .order_by(r.created_at.desc())
              .limit(limit)
              .subquery())
-    known = or_(young.c.oom_at.is_not(None),
-                x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value)))
+    recorded = x.outcome.in_((Outcome.SUCCEEDED.value, Outcome.OOM.value))
+    known = (or_(young.c.oom_at.is_not(None), recorded) if before is None else
+             or_(young.c.oom_at <= before, recorded & (x.ended_at <= before)))
     rows = s.connection().execute(
         select(young.c.profile_memory_mib, young.c.model_oom_chance, young.c.oom_at, x.outcome)
         .outerjoin(x, x.recommendation_id == young.c.id)
@@ -100,7 +108,8 @@ def calibration_samples(s: Session, limit: int) -> list[CalibrationSample]:
     ).all()
     ran_out = Outcome.OOM.value
     return [CalibrationSample(int(mib), float(chance or 0.0),
-                              oom_at is not None or outcome == ran_out)
+                              (oom_at is not None and (before is None or utc(oom_at) <= before))
+                              or outcome == ran_out)
             for mib, chance, oom_at, outcome in rows]
 
 

@@ -349,13 +349,15 @@ class SqlStore:
         return self._run(partial(across.runs_in_window, gpu_model=gpu_model, since=since,
                                  until=until, pool_id=pool_id))
 
-    def population_samples(self, limit: int) -> list[PopulationSample]:
+    def population_samples(self, limit: int, before: datetime | None = None
+                           ) -> list[PopulationSample]:
         self._settle()
-        return self._run(partial(across.population_samples, limit=limit))
+        return self._run(partial(across.population_samples, limit=limit, before=before))
 
-    def calibration_samples(self, limit: int) -> list[CalibrationSample]:
+    def calibration_samples(self, limit: int, before: datetime | None = None
+                            ) -> list[CalibrationSample]:
         self._settle()
-        return self._run(partial(across.calibration_samples, limit=limit))
+        return self._run(partial(across.calibration_samples, limit=limit, before=before))
 
     def throughput_summary(self, since: datetime) -> list[ThroughputRow]:
         self._settle()
