@@ -21,7 +21,8 @@ from recommender.core.dataset import OOM, SUCCEEDED, Dataset
 from recommender.core.domain import Outcome, Sample
 from recommender.core.estimation import Evidence, default_estimator
 from recommender.core.online import ActionModels
-from recommender.core.policy import by_expected_cost
+from recommender.core.policy import by_expected_cost, young_calibration
+from recommender.core.population import Population
 from recommender.core.ports import MemoryPredictor
 from recommender.core.predictive import oom_wait_mib
 
@@ -80,15 +81,16 @@ def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalo
     prediction; one too small also costs the user's wait (OOM_WAIT_GPUS whole GPUs) and the
     rerun on the slice that fits the peak, as the policy's expected cost counts it."""
     rows = len(data)
-    ok = data.outcome == SUCCEEDED
-    too_small = (ok & (predicted_mib < data.peak)) | (
-        (data.outcome == OOM) & (predicted_mib <= data.slice_mib))
     sizes = {
         i: [*sorted(p.memory_mib for p in m.profiles if p.is_base), m.memory_mib]
         for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name)) is not None
     }
     reserved = np.zeros(rows)
-    cost = np.zeros(rows)
+    held = np.array(predicted_mib, dtype=np.float64)
+    """What the first attempt holds: the prediction rounded up to a slice where the GPU model
+    is known (a prediction a little under the peak that rounds up past it does not run out)."""
+    oom_cost = np.zeros(rows)
+    """What running out would cost on top: the user's wait and the rerun."""
     for i in range(rows):
         options = sizes.get(int(data.gpu_model[i]))
         mib = float(predicted_mib[i])
@@ -104,9 +106,13 @@ def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalo
                 mib = float(data.slice_mib[i])  # the largest slice of a model we do not know
             rerun = max(need, mib)
             gpu = rerun  # a model we do not know: at least what the rerun holds
+        held[i] = mib
         hours = max(float(data.duration_s[i]), 0.0) / 3600 or 1.0
         reserved[i] = mib / 1024 * hours
-        cost[i] = reserved[i] + (oom_wait_mib(gpu) + rerun) / 1024 * hours * bool(too_small[i])
+        oom_cost[i] = (oom_wait_mib(gpu) + rerun) / 1024 * hours
+    too_small = ((data.outcome == SUCCEEDED) & (held < data.peak)) | (
+        (data.outcome == OOM) & (held <= data.slice_mib))
+    cost = reserved + oom_cost * too_small
     return cost, reserved, too_small
 
 
@@ -130,15 +136,21 @@ def score(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog) -
 
 def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
                        predictor: MemoryPredictor | None = None,
-                       models: ActionModels | None = None) -> NDArray[np.float64]:
+                       models: ActionModels | None = None,
+                       population: Population | None = None) -> NDArray[np.float64]:
     """What the server reserves for each row, with `predictor` as its learned model (None:
     the history rules alone): its own estimator chain (`estimation.default_estimator`) over
     the action's executions before that row, the earlier rows of `data` included, as the
-    server would have recorded them, and its own slice choice (expected cost) on the row's
-    GPU model. A row the chain has nothing for (an action never seen) gets the largest slice,
-    as the policy gives it (inf: `score` rounds it up to the whole card). Pass one `models`
-    to several calls over the same rows: the per-action fits are shared."""
-    estimator = default_estimator(lambda: predictor, models or ActionModels())
+    server would have recorded them, and its own slice choice (expected cost, a young action's
+    chances moved by the population's record: `policy.young_calibration`) on the row's GPU
+    model. `population`: what the server knew of other actions, for a new action's prior and
+    a young one's fit and record (the retraining job reads it as of its hold-out's start).
+    A row the chain has nothing for (an action never seen, with no population) gets the
+    largest slice, as the policy gives it (inf: `score` rounds it up to the whole card). Pass
+    one `models` to several calls over the same rows and population: the per-action fits are
+    shared."""
+    estimator = default_estimator(lambda: predictor, models or ActionModels(),
+                                  lambda: population)
     window = config.HISTORY_WINDOW
     seen: dict[str, deque[Sample]] = {}
     gpu_models = {i: m for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
@@ -170,9 +182,10 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
             model = int(data.gpu_model[i])
             options = profiles.get(model)
             if estimate.predictive is not None and options:
-                chosen, _ = by_expected_cost(options, estimate.predictive,
-                                             estimate.hard_floor_mib,
-                                             gpu_models[model].memory_mib)
+                chosen, _ = by_expected_cost(
+                    options, estimate.predictive, estimate.hard_floor_mib,
+                    gpu_models[model].memory_mib,
+                    young_calibration(estimate, samples, population))
                 if chosen is not None:
                     out[i] = chosen
         remember(data, i)

@@ -19,6 +19,10 @@ from recommender.learning.trees import Linear, Trees, load_estimator
 KIND = "memory"
 
 
+_MISSING = object()
+_NO_NEW_OFFSET = object()
+
+
 class MemoryModel:
     """Loads and validates parameters once; `predict` is cheap and thread-safe. Serves the
     core's `MemoryPredictor` port."""
@@ -40,6 +44,12 @@ class MemoryModel:
         # Versions stored before action offsets existed have none: the pooled offset serves all.
         self._pooled_action_offsets: dict[str, float] = {
             str(a): float(v) for a, v in (pooled or {}).get("action_offsets", {}).items()}
+        # The offset for an action the server has no peak of: null when too few such runs were
+        # there to calibrate it (the model then does not answer for one); versions stored before
+        # it existed have none, and use the pooled offset as they did.
+        found = (pooled or {}).get("new_offset", _MISSING)
+        self._new_offset: float | object | None = (
+            None if found is _MISSING else _NO_NEW_OFFSET if found is None else float(found))
 
     @property
     def actions(self) -> int:
@@ -59,6 +69,12 @@ class MemoryModel:
             return None
         estimator, offset = self._pooled
         offset = self._pooled_action_offsets.get(action_id, offset)
-        level = math.log(action_level_mib) if action_level_mib and action_level_mib > 0 else (
-            math.nan)
+        if action_level_mib and action_level_mib > 0:
+            level = math.log(action_level_mib)
+        elif self._new_offset is _NO_NEW_OFFSET:
+            return None  # not calibrated on new actions: the population's prior answers
+        else:
+            level = math.nan
+            if isinstance(self._new_offset, float):
+                offset = self._new_offset
         return LearnedPrediction(math.exp(estimator.predict_one([*row, level]) + offset), "pooled")

@@ -19,11 +19,13 @@ from typing import Protocol
 import numpy as np
 
 from recommender.core import config
+from recommender.core.calibration import CalibrationSample
 from recommender.core.catalog import Catalog
 from recommender.core.dataset import SUCCEEDED, Dataset
 from recommender.core.domain import ModelVersion
 from recommender.core.online import ActionModels
-from recommender.learning.evaluate import score, server_predictions
+from recommender.core.population import Population, PopulationSample, build_population
+from recommender.learning.evaluate import Scores, score, server_predictions
 from recommender.learning.fit import fit_memory_model
 from recommender.learning.memory_model import KIND, MemoryModel
 
@@ -36,6 +38,10 @@ class TrainingStore(Protocol):
     def read_executions(self, progress: Callable[[int], None] | None = None) -> Dataset:
         """Every execution, oldest first."""
         ...
+    def population_samples(self, limit: int, before: datetime | None = None
+                           ) -> list[PopulationSample]: ...
+    def calibration_samples(self, limit: int, before: datetime | None = None
+                            ) -> list[CalibrationSample]: ...
     def serving_model_version(self, kind: str) -> ModelVersion | None: ...
     def save_model_version(self, v: ModelVersion, *, expected_serving: str | None = None
                            ) -> bool:
@@ -79,15 +85,20 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     candidate = MemoryModel(version, params)
     say("testing on the hold-out")
     seen_all = train.concat(calib)
-    # Each scored as the server would run it: its estimator chain with that model (or none).
+    # Each scored as the server would run it: its estimator chain with that model (or none),
+    # and what it knew of other actions when the hold-out began.
+    population = _population_before(store, seen_all)
     models = ActionModels()
-    cand = score(test, server_predictions(test, seen_all, catalog, candidate, models), catalog)
-    history = score(test, server_predictions(test, seen_all, catalog, None, models), catalog)
+
+    def replay(predictor: MemoryModel | None) -> Scores:
+        return score(test, server_predictions(test, seen_all, catalog, predictor, models,
+                                              population), catalog)
+
+    cand = replay(candidate)
+    history = replay(None)
     if serving is not None:
         try:
-            incumbent = score(test, server_predictions(
-                test, seen_all, catalog, MemoryModel(serving.version, serving.params), models),
-                catalog)
+            incumbent = replay(MemoryModel(serving.version, serving.params))
             against = f"serving version {serving.version}"
         except (ValueError, KeyError, TypeError) as e:
             log.warning("serving version %s cannot be evaluated: %s", serving.version, e)
@@ -121,6 +132,17 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
         result.reason = reason.replace("promoted against", "compared against", 1) + (
             "; another run promoted a version meanwhile, so this one is stored unpromoted")
     return result
+
+
+def _population_before(store: TrainingStore, seen: Dataset) -> Population | None:
+    """The population (and young actions' record) as the server read it when the hold-out
+    began: from executions ended by the last one before it, so that no hold-out outcome
+    informs its own replay. None on an empty history."""
+    if not len(seen):
+        return None
+    before = _when(seen.ended[-1])
+    return build_population(store.population_samples(config.POPULATION_SAMPLES, before),
+                            store.calibration_samples(config.CALIBRATION_SAMPLES, before))
 
 
 def _when(epoch: float) -> datetime:
