@@ -1,6 +1,7 @@
-"""`python -m bench [recommend|record|placement|parvagpu|retrain|layout|all]`: run benchmarks,
-print plain-text tables. `all` runs the first four; `retrain` (minutes for 1M rows) and `layout`
-(the layout advice on the Alibaba v2023 trace) run alone."""
+"""`python -m bench [recommend|record|placement|parvagpu|retrain|layout|online|promotion|all]`:
+run benchmarks, print plain-text tables. `all` runs the first four; `retrain` (minutes for 1M
+rows), `layout` (the layout advice on the Alibaba v2023 trace), `online` and `promotion` (what
+the retraining job decides on scratch workloads, about 30 s a seed) run alone."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("which", nargs="?", default="all",
                    choices=["recommend", "record", "placement", "parvagpu", "retrain", "layout",
-                            "online", "all"])
+                            "online", "promotion", "all"])
+    p.add_argument("--seeds", default="0",
+                   help="promotion: seeds of the scratch workloads, comma-separated (default 0)")
     p.add_argument("--retrain-rows", default="100000,1000000",
                    help="retrain: executions to train on, comma-separated "
                    "(default 100000,1000000)")
@@ -85,13 +88,22 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import layout, online, placement, recommend, record, retrain, throughput_targets
+    from bench import (
+        layout,
+        online,
+        placement,
+        promotion,
+        recommend,
+        record,
+        retrain,
+        throughput_targets,
+    )
 
     which = (["recommend", "record", "placement", "parvagpu"] if args.which == "all"
              else [args.which])
     runners = {"recommend": recommend.run, "record": record.run, "placement": placement.run,
                "parvagpu": lambda a: throughput_targets.main([]), "retrain": retrain.run,
-               "layout": layout.run, "online": online.run}
+               "layout": layout.run, "online": online.run, "promotion": promotion.run}
     args.record_url = args.database_url or os.environ.get("RECOMMENDER_TEST_POSTGRES_URL",
                                                           DEFAULT_PG)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -148,3 +148,38 @@ def generate_models(actions: int, executions: int, *, start: datetime, seed: int
             rng.gauss(0.0, 0.05))
         yield SyntheticExecution(name, start + spacing * i, min(peak, 79_000.0),
                                  {"batch_size": batch, "params_b": round(size, 3)}, 0.0)
+
+
+KIND_LEVELS = (2000.0, 30000.0, 5000.0, 60000.0, 3000.0, 45000.0, 8000.0, 20000.0)
+"""MiB a one-off action needs, by the model kind its request names (`generate_one_off`)."""
+
+
+def generate_one_off(executions: int, *, start: datetime, seed: int = 0,
+                     spacing: timedelta = timedelta(minutes=5)) -> Iterator[SyntheticExecution]:
+    """Every execution a new action (a notebook's job) whose memory its `kind` input sets, the
+    same way for every action and not monotone in the code (KIND_LEVELS), with 4 % noise: what
+    only a model learnt across actions knows of a new one. The server's own rules meet each as
+    a stranger, through the population, whose view of an input is a slope."""
+    rng = random.Random(seed)
+    for i in range(executions):
+        kind = rng.randrange(len(KIND_LEVELS))
+        yield SyntheticExecution(f"once-{i:05d}", start + spacing * i,
+                                 KIND_LEVELS[kind] * math.exp(rng.gauss(0.0, 0.04)),
+                                 {"kind": float(kind)})
+
+
+def generate_threshold(actions: int, executions: int, *, start: datetime, seed: int = 0,
+                       spacing: timedelta = timedelta(minutes=5)
+                       ) -> Iterator[SyntheticExecution]:
+    """Actions whose memory is 2.5 times as much from a batch of 16 on (another kernel, a
+    cache that no longer fits), the same step for all and beside an input that does not
+    matter: a shape no single power of the batch is."""
+    rng = random.Random(seed)
+    params = [(f"thr-{a:04d}", rng.uniform(1500, 8000)) for a in range(actions)]
+    weights = [1.0 / (i + 1) ** 0.6 for i in range(actions)]
+    for i in range(executions):
+        name, base = rng.choices(params, weights)[0]
+        batch = float(2 ** rng.randint(0, 6))
+        peak = base * (1.0 if batch < 16 else 2.5) * math.exp(rng.gauss(0.0, 0.04))
+        yield SyntheticExecution(name, start + spacing * i, peak,
+                                 {"batch_size": batch, "other": round(rng.random(), 3)})
