@@ -19,6 +19,7 @@ from recommender.core.estimation import (
     WithOomFloor,
     decay_weight,
     default_estimator,
+    learned_need,
     mean_sm_utilisation,
     oom_bumped,
     weighted_quantile,
@@ -143,3 +144,16 @@ def test_mean_sm_utilisation_ignores_failures() -> None:
     assert mean_sm_utilisation([], NOW) is None
     samples = [ok(1, sm=80), ok(1, sm=60), Sample(NOW, 1, 1, Outcome.FAILED, 5)]
     assert mean_sm_utilisation(samples, NOW) == pytest.approx(70)
+
+
+def test_a_learned_need_passes_through_its_median_and_its_quantile() -> None:
+    """The learned model's two calibrated points draw the need the policy weighs by expected
+    cost: half the chance of running out at the median, 1 - q at the quantile, less above."""
+    need = learned_need(8000.0, 10000.0, 0.98)
+    assert need is not None
+    assert need.survival(8000.0) == pytest.approx(0.5, abs=1e-6)
+    assert need.survival(10000.0) == pytest.approx(0.02, rel=1e-3)
+    assert need.survival(12000.0) < 0.02
+    # Without a median below the quantile (a version stored before medians): a quantile alone.
+    assert learned_need(0.0, 10000.0, 0.98) is None
+    assert learned_need(10000.0, 10000.0, 0.98) is None

@@ -26,7 +26,7 @@ from recommender.core.domain import Outcome, Sample
 from recommender.core.online import ActionModels
 from recommender.core.population import Population
 from recommender.core.ports import MemoryPredictor
-from recommender.core.predictive import Predictive
+from recommender.core.predictive import Predictive, t_quantile
 
 PRIOR = "prior"
 HISTORY = "history"
@@ -207,7 +207,21 @@ class Learned:
             detail=f"model {model.version} ({prediction.scope}) p{model.quantile * 100:g} "
             f"{prediction.mib:,.0f} MiB",
             model_version=model.version,
+            predictive=learned_need(prediction.median_mib, prediction.mib, model.quantile),
         )
+
+
+def learned_need(median_mib: float, quantile_mib: float, q: float) -> Predictive | None:
+    """The need as a learned model states it: a t in log MiB with LEARN_PREDICTIVE_DF degrees
+    of freedom through its calibrated median and its calibrated `q` quantile, so that the
+    policy weighs each slice's chance of running out (expected cost) as it does the online
+    models', instead of taking the smallest slice above one quantile. None without a median
+    below the quantile (a version stored before medians: the quantile alone, as before)."""
+    if not 0 < median_mib < quantile_mib or not 0.5 < q < 1:
+        return None
+    loc = math.log(median_mib)
+    scale = (math.log(quantile_mib) - loc) / t_quantile(q, config.LEARN_PREDICTIVE_DF)
+    return Predictive(loc=loc, scale=scale, df=config.LEARN_PREDICTIVE_DF)
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,9 @@ class LearnedPrediction:
     mib: float
     scope: str
     """"action" (a model of the action alone) or "pooled" (one shared by many actions)."""
+    median_mib: float = 0.0
+    """The calibrated median, drawn with `mib` into the need's distribution (a version stored
+    without medians: 0, a quantile alone)."""
 
 
 class MemoryPredictor(Protocol):

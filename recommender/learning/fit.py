@@ -41,6 +41,11 @@ def conformal_offset(residuals: NDArray[np.float64], q: float) -> float:
     return float(np.sort(residuals)[k - 1])
 
 
+def _median(residuals: NDArray[np.float64]) -> float:
+    """The shift that makes the median estimator's a median on executions it has not seen."""
+    return float(np.median(residuals)) if residuals.shape[0] else 0.0
+
+
 def fit_trees(x: NDArray[np.float64], y: NDArray[np.float64], q: float, seed: int = 0) -> Params:
     # A column that is missing on every row (an action's model over the features of all
     # actions: another action's input) fails scikit-learn's binning ("window shape cannot be
@@ -64,11 +69,15 @@ def fit_linear(x: NDArray[np.float64], y: NDArray[np.float64], q: float, seed: i
     if x.shape[0] > config.LEARN_LINEAR_MAX_ROWS:  # the LP solver grows superlinearly
         idx = rng.choice(x.shape[0], config.LEARN_LINEAR_MAX_ROWS, replace=False)
         x, y = x[idx], y[idx]
-    mean = np.nanmean(np.where(np.isnan(x), np.nan, x), axis=0) if x.shape[0] else np.zeros(
-        x.shape[1])
-    mean = np.where(np.isnan(mean), 0.0, mean)
-    scale = np.nanstd(x, axis=0) if x.shape[0] else np.ones(x.shape[1])
-    scale = np.where(np.isnan(scale) | (scale < 1e-12), 1.0, scale)
+    # A column missing on every row (the action's level where every run is an action's first)
+    # is a constant 0: no mean of nothing, no warning.
+    present = ~np.isnan(x)
+    count = present.sum(axis=0)
+    filled = np.where(present, x, 0.0)
+    mean = filled.sum(axis=0) / np.maximum(count, 1)
+    spread = np.where(present, x - mean, 0.0)
+    scale = np.sqrt((spread * spread).sum(axis=0) / np.maximum(count, 1))
+    scale = np.where(scale < 1e-12, 1.0, scale)
     z = np.where(np.isnan(x), 0.0, (x - mean) / scale)
     reg = QuantileRegressor(quantile=q, alpha=1e-4, solver="highs").fit(z, y)
     return export_linear(reg.coef_, float(reg.intercept_), mean, scale)
@@ -78,16 +87,6 @@ FAMILIES: dict[str, Callable[[NDArray[np.float64], NDArray[np.float64], float, i
     "trees": fit_trees,
     "linear": fit_linear,
 }
-
-
-def action_levels(data: Dataset) -> NDArray[np.float64]:
-    """Log of each action's typical peak (NaN without a successful execution)."""
-    levels = np.full(len(data.actions), np.nan)
-    ok = (data.outcome == SUCCEEDED) & (data.peak > 0)
-    for a in np.unique(data.action[ok]):
-        typical = typical_peak_mib(data.peak[ok & (data.action == a)].tolist())
-        levels[a] = math.log(typical) if typical else np.nan
-    return levels
 
 
 def prefix_levels(history: Dataset, rows: Dataset) -> NDArray[np.float64]:
@@ -126,10 +125,6 @@ def prefix_counts(history: Dataset, rows: Dataset) -> NDArray[np.int64]:
     return out
 
 
-def pooled_matrix(data: Dataset, levels: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.column_stack([data.x, levels[data.action]])
-
-
 @dataclass
 class FitReport:
     family: str
@@ -148,10 +143,14 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     if len(tr) < config.LEARN_MIN_ROWS:
         raise ValueError(f"{len(tr)} successful executions; at least {config.LEARN_MIN_ROWS} "
                          "are needed to learn")
-    levels = action_levels(tr)
     y = np.log(tr.peak)
     cut = int(len(tr) * 0.8)
-    x_all = pooled_matrix(tr, levels)
+    # Each row at the typical peak the server knew before it (none for an action's first run),
+    # as it is served and calibrated. At the training window's levels, which include the row's
+    # own peak, a one-off action's level was its peak: the trees learnt nothing else, and a new
+    # action (no level) got nonsense (scratch: one-off actions whose memory an input's table
+    # sets, every prediction the same 8,550 MiB median for needs of 2,000 to 60,000).
+    x_all = np.column_stack([tr.x, prefix_levels(tr.take(np.arange(0)), tr)])
     report = FitReport(family="trees")
     for name, fit in FAMILIES.items():
         say(f"validating {name}")
@@ -162,16 +161,22 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     fit = FAMILIES[report.family]
     say(f"fitting pooled {report.family}")
     pooled = fit(x_all, y, q, 0)
+    # The median too, each row's own: with the quantile, the two points the served need's
+    # distribution is drawn through (`estimation.learned_need`). One median shift for all rows
+    # put the middle of a workload whose inputs set memory by a table where no row's was.
+    pooled_mid = fit(x_all, y, 0.5, 0)
     # Actions with enough history get their own estimator over the features alone.
     counts = np.bincount(tr.action, minlength=len(tr.actions))
     eligible = [a for a in np.argsort(-counts)[: config.LEARN_MAX_ACTION_MODELS]
                 if counts[a] >= config.LEARN_MIN_ACTION_ROWS]
     per_action: dict[int, Params] = {}
+    per_action_mid: dict[int, Params] = {}
     for i, a in enumerate(eligible):
         rows = tr.action == a
         if tr.x.shape[1] == 0 or np.all(np.isnan(tr.x[rows])):
             continue
         per_action[int(a)] = fit(tr.x[rows], y[rows], q, 0)
+        per_action_mid[int(a)] = fit(tr.x[rows], y[rows], 0.5, 0)
         say(f"fitted {i + 1}/{len(eligible)} action models")  # the display throttles
     report.action_models = len(per_action)
     # Conformal offsets from recent executions the estimators have not seen.
@@ -185,7 +190,9 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     # level that includes the row's own peak makes rare actions look predictable.)
     cal_levels = prefix_levels(tr, cal)
     y_cal = np.log(cal.peak)
-    pooled_pred = load_estimator(pooled).predict(np.column_stack([cal.x, cal_levels]))
+    cal_matrix = np.column_stack([cal.x, cal_levels])
+    pooled_pred = load_estimator(pooled).predict(cal_matrix)
+    mid_residuals = y_cal - load_estimator(pooled_mid).predict(cal_matrix)
     # Calibrated on the executions it will serve: those of actions without a model of their
     # own. The busy actions predict well from their level, and calibrating on all rows let them
     # hide the rare ones' larger errors (14 % of the pooled model's test rows too small, against
@@ -206,39 +213,49 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     pooled_rows = ~np.isin(cal_action, np.fromiter(per_action, dtype=np.int64)) & known_level
     if int((pooled_rows & young).sum()) >= config.LEARN_MIN_CALIBRATION_ROWS:
         pooled_rows &= young
-    pooled_residuals = pooled_residuals_all = y_cal - pooled_pred
-    if int(pooled_rows.sum()) >= config.LEARN_MIN_CALIBRATION_ROWS:
-        pooled_residuals = pooled_residuals[pooled_rows]
-    pooled_offset = conformal_offset(pooled_residuals, q)
+    pooled_residuals_all = y_cal - pooled_pred
+    served = (pooled_rows if int(pooled_rows.sum()) >= config.LEARN_MIN_CALIBRATION_ROWS
+              else np.ones(len(cal), dtype=bool))
+    pooled_offset = conformal_offset(pooled_residuals_all[served], q)
+    pooled_median = _median(mid_residuals[served])
     new_rows = ~known_level
-    new_offset = (conformal_offset(pooled_residuals_all[new_rows], q)
-                  if int(new_rows.sum()) >= config.LEARN_MIN_CALIBRATION_ROWS else None)
+    enough_new = int(new_rows.sum()) >= config.LEARN_MIN_CALIBRATION_ROWS
+    new_offset = conformal_offset(pooled_residuals_all[new_rows], q) if enough_new else None
+    new_median = _median(mid_residuals[new_rows]) if enough_new else None
     # The pooled model's errors are not exchangeable across actions: it knows an action only by
     # its features and typical peak, not how steeply its memory grows with its inputs, so some
     # actions are under-predicted every time. Such an action gets its largest recent error as
     # its offset when that is above the pooled one.
     action_offsets: dict[str, float] = {}
+    action_medians: dict[str, float] = {}
     for a in np.unique(cal_action[pooled_rows & (cal_action >= 0)]):
         mine = pooled_residuals_all[cal_action == a]
         if len(mine) >= config.LEARN_MIN_ACTION_OFFSET_ROWS and float(mine.max()) > pooled_offset:
             action_offsets[tr.actions[int(a)]] = float(mine.max())
+            action_medians[tr.actions[int(a)]] = _median(mid_residuals[cal_action == a])
     actions: dict[str, Params] = {}
     own_residuals: list[NDArray[np.float64]] = []
+    own_mid: list[NDArray[np.float64]] = []
     for a, params in per_action.items():
         rows = cal_action == a
         if rows.any():
             own_residuals.append(y_cal[rows] - load_estimator(params).predict(cal.x[rows]))
-    own_offset = conformal_offset(np.concatenate(own_residuals), q) if own_residuals else (
-        pooled_offset)
+            own_mid.append(y_cal[rows] - load_estimator(per_action_mid[a]).predict(cal.x[rows]))
+    own_offset = (conformal_offset(np.concatenate(own_residuals), q) if own_residuals
+                  else pooled_offset)
+    own_median = _median(np.concatenate(own_mid)) if own_mid else 0.0
     for a, params in per_action.items():
-        actions[tr.actions[a]] = {"estimator": params, "offset": own_offset}
+        actions[tr.actions[a]] = {"estimator": params, "offset": own_offset,
+                                  "median_estimator": per_action_mid[a], "median": own_median}
     return {
         "kind": KIND,
         "quantile": q,
         "family": report.family,
         "features": list(tr.features),
         "pooled": {"estimator": pooled, "offset": pooled_offset,
-                   "action_offsets": action_offsets, "new_offset": new_offset},
+                   "median_estimator": pooled_mid, "median": pooled_median,
+                   "action_offsets": action_offsets, "action_medians": action_medians,
+                   "new_offset": new_offset, "new_median": new_median},
         "actions": actions,
         "calibration_rows": len(cal),
     }, report

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from recommender.core.ports import LearnedPrediction
@@ -20,7 +21,43 @@ KIND = "memory"
 
 
 _MISSING = object()
-_NO_NEW_OFFSET = object()
+
+
+@dataclass(frozen=True)
+class _Shift:
+    """A scope's conformal shift in log MiB, and its median estimator's shift (None in versions
+    stored before medians were: those serve a quantile alone, as they did)."""
+
+    offset: float
+    median: float | None = None
+
+    @classmethod
+    def of(cls, offset: Any, median: Any) -> _Shift:
+        return cls(float(offset), None if median is None else float(median))
+
+
+@dataclass(frozen=True)
+class _Scope:
+    estimator: Trees | Linear
+    median_estimator: Trees | Linear | None
+    shift: _Shift
+
+    @classmethod
+    def of(cls, p: Mapping[str, Any]) -> _Scope:
+        mid = p.get("median_estimator")
+        return cls(load_estimator(p["estimator"]),
+                   None if mid is None else load_estimator(mid),
+                   _Shift.of(p["offset"], p.get("median") if mid is not None else None))
+
+    def predict(self, row: list[float], scope: str, shift: _Shift | None = None
+                ) -> LearnedPrediction:
+        shift = shift or self.shift
+        quantile = self.estimator.predict_one(row) + shift.offset
+        median = 0.0
+        if self.median_estimator is not None and shift.median is not None:
+            median = math.exp(min(self.median_estimator.predict_one(row) + shift.median,
+                                  quantile))
+        return LearnedPrediction(math.exp(quantile), scope, median)
 
 
 class MemoryModel:
@@ -33,23 +70,23 @@ class MemoryModel:
         self.version = version
         self.quantile = float(params["quantile"])
         self.features: list[str] = [str(f) for f in params["features"]]
-        self._actions: dict[str, tuple[Trees | Linear, float]] = {
-            str(a): (load_estimator(p["estimator"]), float(p["offset"]))
-            for a, p in params.get("actions", {}).items()
-        }
+        self._actions: dict[str, _Scope] = {
+            str(a): _Scope.of(p) for a, p in params.get("actions", {}).items()}
         pooled = params.get("pooled")
-        self._pooled: tuple[Trees | Linear, float] | None = (
-            (load_estimator(pooled["estimator"]), float(pooled["offset"])) if pooled else None
-        )
+        self._pooled: _Scope | None = _Scope.of(pooled) if pooled else None
         # Versions stored before action offsets existed have none: the pooled offset serves all.
-        self._pooled_action_offsets: dict[str, float] = {
-            str(a): float(v) for a, v in (pooled or {}).get("action_offsets", {}).items()}
-        # The offset for an action the server has no peak of: null when too few such runs were
+        medians = (pooled or {}).get("action_medians", {})
+        self._pooled_action_offsets: dict[str, _Shift] = {
+            str(a): _Shift.of(v, medians.get(a))
+            for a, v in (pooled or {}).get("action_offsets", {}).items()}
+        # The shift for an action the server has no peak of: null when too few such runs were
         # there to calibrate it (the model then does not answer for one); versions stored before
-        # it existed have none, and use the pooled offset as they did.
+        # it existed have none, and use the pooled shift as they did.
         found = (pooled or {}).get("new_offset", _MISSING)
-        self._new_offset: float | object | None = (
-            None if found is _MISSING else _NO_NEW_OFFSET if found is None else float(found))
+        self._answers_new = found is not None
+        self._new: _Shift | None = (
+            None if found is _MISSING or found is None
+            else _Shift.of(found, (pooled or {}).get("new_median")))
 
     @property
     def actions(self) -> int:
@@ -57,24 +94,22 @@ class MemoryModel:
 
     def predict(self, action_id: str, features: Mapping[str, float],
                 action_level_mib: float | None) -> LearnedPrediction | None:
-        """The calibrated quantile of per-worker peak MiB, or None when the request carries
-        none of the model's features (a model without its inputs is just a prior)."""
+        """The calibrated quantile of per-worker peak MiB (and the calibrated median, which the
+        server draws the need's distribution through), or None when the request carries none
+        of the model's features (a model without its inputs is just a prior)."""
         row = [float(features[f]) if f in features else math.nan for f in self.features]
         if all(math.isnan(v) for v in row):
             return None
         if action_id in self._actions:
-            estimator, offset = self._actions[action_id]
-            return LearnedPrediction(math.exp(estimator.predict_one(row) + offset), "action")
+            return self._actions[action_id].predict(row, "action")
         if self._pooled is None:
             return None
-        estimator, offset = self._pooled
-        offset = self._pooled_action_offsets.get(action_id, offset)
+        shift = self._pooled_action_offsets.get(action_id)
         if action_level_mib and action_level_mib > 0:
             level = math.log(action_level_mib)
-        elif self._new_offset is _NO_NEW_OFFSET:
+        elif not self._answers_new:
             return None  # not calibrated on new actions: the population's prior answers
         else:
             level = math.nan
-            if isinstance(self._new_offset, float):
-                offset = self._new_offset
-        return LearnedPrediction(math.exp(estimator.predict_one([*row, level]) + offset), "pooled")
+            shift = self._new or shift
+        return self._pooled.predict([*row, level], "pooled", shift)

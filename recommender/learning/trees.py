@@ -23,7 +23,9 @@ def export_hgb(model: Any) -> dict[str, Any]:
             raise ValueError("categorical splits are not supported in exported trees")
         trees.append({
             "feature": nodes["feature_idx"].astype(int).tolist(),
-            "threshold": nodes["num_threshold"].astype(float).tolist(),
+            # A split of the present values from the missing ones has an infinite threshold,
+            # which JSON (PostgreSQL's) cannot hold: the largest float splits the same.
+            "threshold": np.nan_to_num(nodes["num_threshold"].astype(float)).tolist(),
             "missing_left": nodes["missing_go_to_left"].astype(int).tolist(),
             "left": nodes["left"].astype(int).tolist(),
             "right": nodes["right"].astype(int).tolist(),
