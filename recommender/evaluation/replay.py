@@ -65,6 +65,8 @@ class Metrics:
     first_from: dict[str, int] = field(default_factory=dict)
     """Executions by where their first recommendation came from (and LADDER: executions that
     went up it)."""
+    oom_from: dict[str, int] = field(default_factory=dict)
+    """First attempts that ran out, by where they came from: what each source's memory bought."""
     retrains: list[str] = field(default_factory=list)
     """What each run of the retraining job did (the service's replays only)."""
     stated: list[tuple[float, bool]] = field(default_factory=list)
@@ -336,6 +338,8 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
             if source == "history" and runs.get(e.action_id, 0) < SPARSE_RUNS:
                 source = SPARSE
             runs[e.action_id] = runs.get(e.action_id, 0) + 1
+            if attempts[0] < e.peak_mib:
+                m.oom_from[source] = m.oom_from.get(source, 0) + 1
             for where, mib in excess_of(attempts, slices.fit(e.peak_mib), source):
                 m.excess_gbh[where] = m.excess_gbh.get(where, 0.0) + mib / 1024 * e.duration_h
                 m.first_from[where] = m.first_from.get(where, 0) + 1
@@ -383,13 +387,16 @@ def excess_table(m: Metrics, oracle_gbh: float) -> str:
     """Where the service's reserved memory above the oracle comes from: by the source of each
     execution's first recommendation (its memory beyond the oracle's slice, or all of it when
     it ran out), history split at SPARSE_RUNS of the action's executions, and the ladder's
-    rungs after an OOM (`excess_of`)."""
+    rungs after an OOM (`excess_of`); beside it, how many of each source's first attempts ran
+    out (the price of what it saved)."""
     total = sum(m.excess_gbh.values())
     lines = ["| spent by | executions | excess GB-h | share of the excess | "
-             "x oracle |", "|---|---|---|---|---|"]
+             "x oracle | first attempts that ran out |", "|---|---|---|---|---|---|"]
     for source, gbh in sorted(m.excess_gbh.items(), key=lambda kv: -kv[1]):
+        ran_out = "" if source == LADDER else f"{m.oom_from.get(source, 0):,}"
         lines.append(f"| {source} | {m.first_from.get(source, 0):,} | {gbh:,.0f} | "
-                     f"{gbh / total if total else 0:.0%} | {gbh / oracle_gbh:.2f} |")
+                     f"{gbh / total if total else 0:.0%} | {gbh / oracle_gbh:.2f} | "
+                     f"{ran_out} |")
     return "\n".join(lines)
 
 
