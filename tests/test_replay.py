@@ -117,6 +117,8 @@ def test_the_excess_table_adds_up_to_the_reserved_memory_above_the_oracle(
     assert m.first_from.get("history", 0) >= 30 - replay.SPARSE_RUNS
     assert m.first_from[replay.LADDER] == m.first_oom >= 1
     assert replay.LADDER in replay.excess_table(m, best.reserved_gbh)
+    # The first attempts that ran out, by source, are every one that did: the last one's.
+    assert sum(m.oom_from.values()) == m.first_oom and m.oom_from.get("history") == 1
 
 
 def test_slices_ladder() -> None:

@@ -725,9 +725,10 @@ LEARN_MIN_ACTION_ROWS = 50
 """An action gets its own estimator from this many executions; fewer share the pooled one."""
 
 LEARN_MIN_CALIBRATION_ROWS = 50
-"""Fewest recent executions a scope (the pooled model's actions) is calibrated on by itself;
-with fewer, it is calibrated on all of them. At the 98th percentile, 50 is where the conformal
-offset stops being simply the largest error seen."""
+"""Fewest recent executions a scope (the pooled model's young actions) is calibrated on by
+itself; with fewer, it is calibrated on all of them, except new actions': with fewer of those,
+the model does not answer for a new action (the population's prior does). At the 98th
+percentile, 50 is where the conformal offset stops being simply the largest error seen."""
 
 LEARN_MIN_ACTION_OFFSET_ROWS = 5
 """Recent executions an action served by the pooled model needs before its own largest error

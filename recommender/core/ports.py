@@ -90,8 +90,8 @@ class LearnedPrediction:
     scope: str
     """"action" (a model of the action alone) or "pooled" (one shared by many actions)."""
     median_mib: float = 0.0
-    """The calibrated median, drawn with `mib` into the need's distribution (a version stored
-    without medians: 0, a quantile alone)."""
+    """The calibrated median, drawn with `mib` into the need's distribution; 0 where there is
+    none (an action's own estimator, a version stored before medians): a quantile alone."""
 
 
 class MemoryPredictor(Protocol):

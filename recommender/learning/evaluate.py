@@ -1,8 +1,8 @@
 """Scoring a memory model, or the server's history rules, on held-out executions.
 
-OOM rate: executions whose recommended slice would have been too small (for an execution that
-did OOM, a prediction not above the slice it died in). Reserved memory: the smallest profile of
-the execution's GPU model that holds the prediction, for the execution's duration.
+OOM rate: executions whose first slice (the smallest profile of the execution's GPU model that
+holds the prediction) would have been too small (for an execution that did OOM, not above the
+slice it died in). Reserved memory: that slice, for the execution's duration.
 """
 
 from __future__ import annotations

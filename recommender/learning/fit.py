@@ -207,7 +207,9 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     # answers, and the busy actions' small errors hid the young ones' large ones (a level from
     # two or three runs is a rough one).
     known_level = ~np.isnan(cal_levels)
-    young = prefix_counts(tr, cal) < config.ONLINE_MIN_SAMPLES_OVER_LEARNED
+    # Counted over every execution, as the server counts an action's samples, not only the
+    # successful ones this fit learns from.
+    young = (prefix_counts(train, calib)[cal_ok] < config.ONLINE_MIN_SAMPLES_OVER_LEARNED)
     pooled_rows = ~np.isin(cal_action, np.fromiter(per_action, dtype=np.int64)) & known_level
     if int((pooled_rows & young).sum()) >= config.LEARN_MIN_CALIBRATION_ROWS:
         pooled_rows &= young
@@ -227,10 +229,11 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     action_offsets: dict[str, float] = {}
     action_medians: dict[str, float] = {}
     for a in np.unique(cal_action[pooled_rows & (cal_action >= 0)]):
-        mine = pooled_residuals_all[cal_action == a]
+        mine = pooled_residuals_all[(cal_action == a) & pooled_rows]
         if len(mine) >= config.LEARN_MIN_ACTION_OFFSET_ROWS and float(mine.max()) > pooled_offset:
             action_offsets[tr.actions[int(a)]] = float(mine.max())
-            action_medians[tr.actions[int(a)]] = _median(mid_residuals[cal_action == a])
+            action_medians[tr.actions[int(a)]] = _median(
+                mid_residuals[(cal_action == a) & pooled_rows])
     actions: dict[str, Params] = {}
     own_residuals: list[NDArray[np.float64]] = []
     for a, params in per_action.items():

@@ -1,4 +1,5 @@
-"""A learned memory model as the server uses it: plain parameters in, a calibrated quantile out.
+"""A learned memory model as the server uses it: plain parameters in, a calibrated quantile (and
+for the pooled model a calibrated median) out.
 
 Per-worker peak memory is modelled in log space (memory grows multiplicatively with batch and
 input sizes). An action with enough history has its own estimator over the request's features;
@@ -96,7 +97,8 @@ class MemoryModel:
                 action_level_mib: float | None) -> LearnedPrediction | None:
         """The calibrated quantile of per-worker peak MiB (and the calibrated median, which the
         server draws the need's distribution through), or None when the request carries none
-        of the model's features (a model without its inputs is just a prior)."""
+        of the model's features (a model without its inputs is just a prior), or when the action
+        is new to the server and the version had too few new actions to calibrate on."""
         row = [float(features[f]) if f in features else math.nan for f in self.features]
         if all(math.isnan(v) for v in row):
             return None

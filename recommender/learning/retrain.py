@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import numpy as np
@@ -87,7 +87,7 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     seen_all = train.concat(calib)
     # Each scored as the server would run it: its estimator chain with that model (or none),
     # and what it knew of other actions when the hold-out began.
-    population = _population_before(store, seen_all)
+    population = _population_before(store, test)
     models = ActionModels()
 
     def replay(predictor: MemoryModel | None) -> Scores:
@@ -134,13 +134,14 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     return result
 
 
-def _population_before(store: TrainingStore, seen: Dataset) -> Population | None:
+def _population_before(store: TrainingStore, test: Dataset) -> Population | None:
     """The population (and young actions' record) as the server read it when the hold-out
-    began: from executions ended by the last one before it, so that no hold-out outcome
-    informs its own replay. None on an empty history."""
-    if not len(seen):
+    began: from executions ended before its first one ended (a microsecond before: a training
+    row that ended at the same instant is left out with it), so that no hold-out outcome
+    informs its own replay. None on an empty hold-out."""
+    if not len(test):
         return None
-    before = _when(seen.ended[-1])
+    before = _when(test.ended[0]) - timedelta(microseconds=1)
     return build_population(store.population_samples(config.POPULATION_SAMPLES, before),
                             store.calibration_samples(config.CALIBRATION_SAMPLES, before))
 
