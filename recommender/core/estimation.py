@@ -211,6 +211,11 @@ class Learned:
         )
 
 
+_t_at = lru_cache(maxsize=16)(t_quantile)
+"""A served model's quantile and LEARN_PREDICTIVE_DF are fixed: its t point is worked out once,
+not per Recommend."""
+
+
 def learned_need(median_mib: float, quantile_mib: float, q: float) -> Predictive | None:
     """The need as a learned model states it: a t in log MiB with LEARN_PREDICTIVE_DF degrees
     of freedom through its calibrated median and its calibrated `q` quantile, so that the
@@ -220,7 +225,7 @@ def learned_need(median_mib: float, quantile_mib: float, q: float) -> Predictive
     if not 0 < median_mib < quantile_mib or not 0.5 < q < 1:
         return None
     loc = math.log(median_mib)
-    scale = (math.log(quantile_mib) - loc) / t_quantile(q, config.LEARN_PREDICTIVE_DF)
+    scale = (math.log(quantile_mib) - loc) / _t_at(q, config.LEARN_PREDICTIVE_DF)
     return Predictive(loc=loc, scale=scale, df=config.LEARN_PREDICTIVE_DF)
 
 

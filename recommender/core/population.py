@@ -20,6 +20,8 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -137,6 +139,8 @@ class Population:
     calibration: SliceCalibration = EMPTY
     """How young actions' first attempts on each slice size turned out against the chances
     stated for them (`core.calibration`), read with the population."""
+    rows: int = 0
+    """How many executions it was read from: when to read it again (`UseCases`)."""
 
     def prior(self, declared_mib: float, first_run_mib: float = 0.0,
               features: Mapping[str, float] | None = None,
@@ -220,6 +224,23 @@ def on_grid(scale: float) -> float:
     return math.exp(round(math.log(scale) / step) * step)
 
 
+class PopulationSource(Protocol):
+    """Where the population is read from (`ports.RecommendationStore` has both)."""
+
+    def population_samples(self, limit: int, before: datetime | None = None
+                           ) -> list[PopulationSample]: ...
+    def calibration_samples(self, limit: int, before: datetime | None = None
+                            ) -> list[CalibrationSample]: ...
+
+
+def read_population(source: PopulationSource, before: datetime | None = None) -> Population:
+    """The population and young actions' record, read with the same bounds by the server (now)
+    and by the retraining job (`before` its hold-out began)."""
+    return build_population(
+        source.population_samples(config.POPULATION_SAMPLES, before),
+        source.calibration_samples(config.CALIBRATION_SAMPLES, before))
+
+
 def build_population(samples: Sequence[PopulationSample],
                      first_attempts: Iterable[CalibrationSample] = ()) -> Population:
     """The population as read from recent executions across actions, with the record of young
@@ -244,7 +265,7 @@ def build_population(samples: Sequence[PopulationSample],
                                            log_scale),
                       slopes=tuple(sorted((f, round(b / step) * step)
                                           for f, b in pooled.items())),
-                      calibration=SliceCalibration.of(first_attempts))
+                      calibration=SliceCalibration.of(first_attempts), rows=len(samples))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from recommender.core.ladder import LADDER, LadderExhausted, chance_above, next_
 from recommender.core.layout import RecordedAdvice, advise_recorded
 from recommender.core.online import ActionModels
 from recommender.core.policy import recommend, young_calibration
-from recommender.core.population import Population, build_population
+from recommender.core.population import Population, read_population
 from recommender.core.ports import MemoryPredictor, Store
 from recommender.core.predictive import Predictive
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
@@ -214,10 +214,8 @@ class UseCases:
     def _read_population(self, background: bool) -> None:
         """Holds `_population_lock` (taken by the caller) and releases it."""
         try:
-            rows = self.store.population_samples(config.POPULATION_SAMPLES)
-            first = self.store.calibration_samples(config.CALIBRATION_SAMPLES)
-            self._population_rows = len(rows)
-            self._population = build_population(rows, first)
+            self._population = population = read_population(self.store)
+            self._population_rows = population.rows
         except StoreUnavailable as e:
             log.warning("population prior not refreshed: %s", e)
         except Exception:

@@ -19,12 +19,11 @@ from typing import Protocol
 import numpy as np
 
 from recommender.core import config
-from recommender.core.calibration import CalibrationSample
 from recommender.core.catalog import Catalog
 from recommender.core.dataset import SUCCEEDED, Dataset
 from recommender.core.domain import ModelVersion
 from recommender.core.online import ActionModels
-from recommender.core.population import Population, PopulationSample, build_population
+from recommender.core.population import Population, PopulationSource, read_population
 from recommender.learning.evaluate import Scores, score, server_predictions
 from recommender.learning.fit import fit_memory_model
 from recommender.learning.memory_model import KIND, MemoryModel
@@ -32,16 +31,12 @@ from recommender.learning.memory_model import KIND, MemoryModel
 log = logging.getLogger(__name__)
 
 
-class TrainingStore(Protocol):
+class TrainingStore(PopulationSource, Protocol):
     """What the job reads and writes (`recommender.store.SqlStore`)."""
 
     def read_executions(self, progress: Callable[[int], None] | None = None) -> Dataset:
         """Every execution, oldest first."""
         ...
-    def population_samples(self, limit: int, before: datetime | None = None
-                           ) -> list[PopulationSample]: ...
-    def calibration_samples(self, limit: int, before: datetime | None = None
-                            ) -> list[CalibrationSample]: ...
     def serving_model_version(self, kind: str) -> ModelVersion | None: ...
     def save_model_version(self, v: ModelVersion, *, expected_serving: str | None = None
                            ) -> bool:
@@ -142,8 +137,7 @@ def _population_before(store: TrainingStore, test: Dataset) -> Population | None
     if not len(test):
         return None
     before = _when(test.ended[0]) - timedelta(microseconds=1)
-    return build_population(store.population_samples(config.POPULATION_SAMPLES, before),
-                            store.calibration_samples(config.CALIBRATION_SAMPLES, before))
+    return read_population(store, before)
 
 
 def _when(epoch: float) -> datetime:
