@@ -103,7 +103,8 @@ def test_calibration_levels_are_what_the_server_knew_before_each_execution() -> 
                        x=np.zeros((n, 0)), peak=np.array(peaks), slice_mib=np.zeros(n),
                        outcome=np.array(outcomes, dtype=np.int8),
                        ended=np.arange(n, dtype=float), gpu_model=np.zeros(n, dtype=np.int16),
-                       gpu_models=["A100-80GB"], duration_s=np.ones(n))
+                       gpu_models=["A100-80GB"], duration_s=np.ones(n),
+                       declared_mib=np.zeros(n))
 
     history = data([0, 0, 0], [1000.0, 3000.0, 9000.0], [SUCCEEDED, SUCCEEDED, OOM])
     rows = data([0, 1, 1, 0], [5000.0, 700.0, 900.0, 100.0], [SUCCEEDED] * 4)
@@ -131,7 +132,7 @@ def test_the_pooled_model_gets_an_offset_for_an_action_it_under_predicts() -> No
         features=["batch_size"], x=batch[:, None],
         peak=peak, slice_mib=np.zeros(n), outcome=np.full(n, SUCCEEDED, dtype=np.int8),
         gpu_models=["A100-80GB"], gpu_model=np.zeros(n, dtype=np.int64),
-        duration_s=np.full(n, 60.0), ended=np.arange(n, dtype=float),
+        duration_s=np.full(n, 60.0), ended=np.arange(n, dtype=float), declared_mib=np.zeros(n),
     )
     cut = int(n * 0.8)
     train, calib = data.take(np.arange(cut)), data.take(np.arange(cut, n))
@@ -360,6 +361,41 @@ def test_the_hold_out_is_replayed_with_what_the_server_knew_of_other_actions(
     assert math.isinf(without[0])
     assert 4200 <= with_population[0] <= 19968
     assert score(test, with_population, catalog).cost_gbh < score(test, without, catalog).cost_gbh
+
+
+def test_the_hold_out_replay_starts_a_new_action_from_the_memory_it_declared(
+        store: SqlStore, catalog: Catalog) -> None:
+    """Users here declare twice what they use. The server starts a new action that declares
+    60,000 MiB from that ratio (about 30,000 MiB: 3g.40gb), not from other actions' first
+    peaks (about 4,000 MiB: a 10 GB slice that runs out), so the replay that promotion
+    compares must read what each execution's request declared."""
+    pool = (mk(catalog, model="A100-80GB"),)
+
+    def run(action: str, declared: int, peak: float, when: datetime, eid: str) -> None:
+        uc = UseCases(store, catalog=catalog, clock=lambda: when)
+        rec = uc.recommend(Request(action, eid, pool, declared_memory_mib=declared)).recommendation
+        uc.record_execution(Execution(
+            eid, action, rec.id, "A100-80GB", rec.decision.rung.profile.name,
+            rec.decision.rung.profile.memory_mib, 1, peak, 20.0, 600.0, 0.0, Outcome.SUCCEEDED,
+            when, when - timedelta(minutes=10), {}))
+
+    for a in range(6):
+        for k in range(4):
+            run(f"peer-{a}", 8000, 3800.0 + 100 * a + 20 * k,
+                T0 + timedelta(minutes=10 * (4 * a + k)), f"p{a}-{k}")
+    run("new", 60_000, 30_000.0, T0 + timedelta(days=1), "new-0")
+    record_generated(store, [SyntheticExecution("undeclared", T0 + timedelta(days=2), 900.0,
+                                                {}, 0.0)], "bare")
+    data = store.read_executions()
+    assert data.declared_mib.tolist() == [8000.0] * 24 + [60_000.0, 0.0]
+    n = len(data)
+    history, test = data.take(np.arange(n - 2)), data.take(np.arange(n - 2, n - 1))
+    population = build_population(store.population_samples(100, before=T0 + timedelta(hours=5)))
+    replayed = server_predictions(test, history, catalog, population=population)
+    assert replayed[0] >= 30_000, "started from the declared ratio, it fits"
+    undeclared = test.take(np.arange(1))
+    undeclared.declared_mib = np.zeros(1)
+    assert server_predictions(undeclared, history, catalog, population=population)[0] < 30_000
 
 
 def test_a_new_action_is_answered_by_an_offset_calibrated_on_new_actions(

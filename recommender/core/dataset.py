@@ -37,6 +37,10 @@ class Dataset:
     gpu_model: NDArray[np.int16]
     gpu_models: list[str]
     duration_s: NDArray[np.float64]
+    declared_mib: NDArray[np.float64]
+    """The memory the execution's request declared; 0 where it declared none or the execution
+    came with no recommendation. The server starts a new action from it (the population's
+    declared ratio), so the retraining job's replay of the server must see it too."""
 
     def __len__(self) -> int:
         return int(self.peak.shape[0])
@@ -44,7 +48,8 @@ class Dataset:
     def take(self, idx: NDArray[np.int64]) -> Dataset:
         return Dataset(self.actions, self.features, self.action[idx], self.x[idx], self.peak[idx],
                        self.slice_mib[idx], self.outcome[idx], self.ended[idx],
-                       self.gpu_model[idx], self.gpu_models, self.duration_s[idx])
+                       self.gpu_model[idx], self.gpu_models, self.duration_s[idx],
+                       self.declared_mib[idx])
 
     def concat(self, later: Dataset) -> Dataset:
         """This dataset followed by `later` (read from the same database in the same order)."""
@@ -55,4 +60,5 @@ class Dataset:
             np.concatenate([self.outcome, later.outcome]),
             np.concatenate([self.ended, later.ended]),
             np.concatenate([self.gpu_model, later.gpu_model]), self.gpu_models,
-            np.concatenate([self.duration_s, later.duration_s]))
+            np.concatenate([self.duration_s, later.duration_s]),
+            np.concatenate([self.declared_mib, later.declared_mib]))

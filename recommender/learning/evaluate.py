@@ -176,6 +176,7 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
         action = data.actions[int(data.action[i])]
         samples = list(seen.get(action, ()))[::-1]
         estimate = estimator.estimate(Evidence(now=now, samples=samples, action_id=action,
+                                               declared_mib=float(data.declared_mib[i]),
                                                features=features(data, i)))
         if estimate is not None:
             out[i] = estimate.mib

@@ -17,12 +17,19 @@ from numpy.typing import NDArray
 from sqlalchemy import Engine, select
 
 from recommender.core.dataset import FAILED, OUTCOME_CODES, Dataset
-from recommender.store.models import ExecutionRow
+from recommender.store.models import ExecutionRow, RecommendationRow
 
 
 def _rows(engine: Engine, columns: Sequence[object], chunk: int,
-          since: datetime | None) -> Iterator[Sequence[tuple[object, ...]]]:
-    stmt = select(*columns).order_by(ExecutionRow.ended_at, ExecutionRow.execution_id)  # type: ignore[call-overload]
+          since: datetime | None, declared: bool = False
+          ) -> Iterator[Sequence[tuple[object, ...]]]:
+    """`columns` of the executions in end order; with `declared`, then the memory their
+    recommendation's request declared (None for an execution without one)."""
+    r = RecommendationRow
+    stmt = select(*columns, *((r.declared_memory_mib,) if declared else ()))  # type: ignore[call-overload]
+    if declared:
+        stmt = stmt.outerjoin(r, r.id == ExecutionRow.recommendation_id)
+    stmt = stmt.order_by(ExecutionRow.ended_at, ExecutionRow.execution_id)
     if since is not None:
         stmt = stmt.where(ExecutionRow.ended_at >= since)
     with engine.connect() as conn:
@@ -64,12 +71,12 @@ def read_executions(
     columns = [ExecutionRow.action_id, ExecutionRow.features, ExecutionRow.peak_memory_mib,
                ExecutionRow.slice_memory_mib, ExecutionRow.outcome, ExecutionRow.ended_at,
                ExecutionRow.gpu_model, ExecutionRow.duration_s]
-    for part in _rows(engine, columns, chunk, since):
+    for part in _rows(engine, columns, chunk, since, declared=True):
         n = len(part)
         x = np.full((n, len(names)), np.nan)
-        meta = np.empty((n, 7), dtype=np.float64)
-        for i, (action, features, peak, slice_mib, outcome, ended, model, duration) in (
-                enumerate(part)):
+        meta = np.empty((n, 8), dtype=np.float64)
+        for i, (action, features, peak, slice_mib, outcome, ended, model, duration,
+                declared) in enumerate(part):
             if isinstance(features, dict):
                 for k, v in features.items():
                     j = col.get(k)
@@ -83,6 +90,7 @@ def read_executions(
                 _epoch(ended),
                 models.setdefault(str(model), len(models)),
                 float(duration),  # type: ignore[arg-type]
+                float(declared or 0),  # type: ignore[arg-type]
             )
         parts.append((x, meta))
         seen += n
@@ -93,7 +101,7 @@ def read_executions(
         meta = np.concatenate([p[1] for p in parts])
     else:
         x = np.empty((0, len(names)))
-        meta = np.empty((0, 7))
+        meta = np.empty((0, 8))
     return Dataset(
         actions=list(actions),
         features=names,
@@ -106,4 +114,5 @@ def read_executions(
         gpu_model=meta[:, 5].astype(np.int16),
         gpu_models=list(models),
         duration_s=meta[:, 6],
+        declared_mib=meta[:, 7],
     )

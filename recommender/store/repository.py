@@ -477,7 +477,10 @@ class SqlStore:
             cursor = (last.created_at, last.id)
 
     def read_executions(self, progress: Callable[[int], None] | None = None) -> Dataset:
-        """Every execution as numpy columns, oldest first (the retraining job's input)."""
+        """Every execution as numpy columns, oldest first (the retraining job's input), with
+        what its recommendation's request declared: the queued recommendations are written
+        first."""
+        self._settle()
         with _unavailable_on_error():
             return read_executions(self.engine, progress=progress)
 
