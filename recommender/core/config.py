@@ -351,7 +351,16 @@ stated and one seen moves it by a third, not by double. On a scratch generator i
 and H200 pools; ebc117e against this, both constants changed; seeds 1/2): lognormal scatter 16/15
 OOMs at 1.244/1.279x -> 17/15 at 1.236/1.275x; an exponential excess 13/33 at 1.300/1.190x -> 10/33
 at 1.311/1.201x; peaks that now and then fill a 48 GB card 149/144 at 2.235/2.238x -> 117/112 at
-2.281/2.274x (VPA 151/162 at 2.278/2.271x)."""
+2.281/2.274x (VPA 151/162 at 2.278/2.271x).
+Tried and not kept (2026-12-05, a prototype on 3dd3196, in process): a record apart for new actions'
+first attempts (their chance the population's prior) and one for young actions' own fits, each
+weighing only its kind. On `python -m bench parvagpu` new actions that ran out of 3g.40gb had sent
+young ones whose runs sat at 30 GB to the card (round 1 0.38 -> 0.35 extra slices, 91.2 -> 92.3 %
+cheapest), but GenTD26 by the hour kept its 17 OOMs for 1.3 % more memory (117,263 -> 118,818
+GB-h, 1.37x -> 1.39x: the pods' first attempts had shown that young fits' chances at 47 GB were
+too timid, and without them those fits took 71 GB); two modes seed 3 13 -> 11 OOMs for 0.7 %
+more; seeds 1/2 and step change seeds 3/7/default within 0.1 %. New actions' own record beside the
+pooled one (young fits still weighed by all): parvagpu unchanged, GenTD26 117,263 -> 117,152."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
