@@ -203,7 +203,8 @@ def test_a_second_run_is_compared_with_the_serving_version(
 
 def test_concurrent_runs_leave_one_serving_version(
         store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
-    record_synthetic(store, 1200, actions=300, seed=3)
+    # A workload where the candidate surely wins (as `trained`): both runs want to promote.
+    record_generated(store, generate_one_off(1500, start=T0), "once")
     results = []
 
     def run(k: int) -> None:

@@ -242,7 +242,7 @@ def test_retrain_at_option() -> None:
             percents(bad)
 
 
-def new_actions(actions: int = 76, per: int = 8, seed: int = 5) -> list[TraceExecution]:
+def new_actions(actions: int = 100, per: int = 8, seed: int = 5) -> list[TraceExecution]:
     """Actions one after another, each a short run whose peaks grow with its inputs the same
     way: past the middle of the sequence every action is new, so what serves its first
     executions is the learned (pooled) model once a retrain has promoted one. Their footprints
