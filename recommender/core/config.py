@@ -417,7 +417,10 @@ Nor does a cap on the first attempt's chance (tried 2026-12-04, in process: the 
 slice by expected cost among those at most C likely to run out): C 3 %, two modes seed 2 27
 -> 11 OOMs at 1.41x -> 1.52x, step seed 7 17 -> 12 at 11,259 -> 11,518 GB-h; C 2 %, 6 at
 1.56x and 10 at 11,747: above VPA's memory on both (8 at 1.49x; 14 at 11,286). It buys
-memory for young actions whose t is wide as much as for the actions it is aimed at."""
+memory for young actions whose t is wide as much as for the actions it is aimed at. Again on
+2026-12-05 (3dd3196, C 3 %): two modes seed 2 19 -> 10 OOMs at 1.40x -> 1.51x (VPA 8 at 1.49x),
+step seed 7 18 -> 13 at 11,197 -> 11,443 GB-h (VPA 11,286), GenTD26 the same 17 at 117,263 ->
+118,766 GB-h."""
 
 ESTIMATE_QUANTILE = 0.95
 """The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice
