@@ -258,6 +258,7 @@ def test_not_enough_data_makes_no_version(
     record_synthetic(store, 40)
     result = retrain(SqlStore(migrated_engine), catalog)
     assert not result.version and "not enough data" in result.reason
+    assert "334 are needed" in result.reason  # 200 to train on, the oldest 60 %
     assert store.list_model_versions() == []
 
 

@@ -10,6 +10,7 @@ serving version per kind.
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,8 +73,12 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     say("reading executions")
     data = store.read_executions(progress=lambda n: say(f"read {n:,} executions"))
     usable = int(((data.outcome == SUCCEEDED) & (data.peak > 0)).sum())
-    if usable < config.LEARN_MIN_ROWS / (1 - config.LEARN_HOLDOUT - config.LEARN_CALIBRATION):
-        return RetrainResult("", False, f"not enough data: {usable} successful executions")
+    train_share = 1 - config.LEARN_HOLDOUT - config.LEARN_CALIBRATION
+    needed = math.ceil(config.LEARN_MIN_ROWS / train_share)
+    if usable < needed:
+        return RetrainResult("", False, (
+            f"not enough data: {usable} successful executions; {needed} are needed (the oldest "
+            f"{train_share:.0%} train, and a model is worth fitting from {config.LEARN_MIN_ROWS})"))
     train, calib, test = split_by_time(data)
     params, report = fit_memory_model(train, calib, quantile, progress=say)
     version = f"mem-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
