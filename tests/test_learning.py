@@ -400,6 +400,54 @@ def test_the_hold_out_replay_starts_a_new_action_from_the_memory_it_declared(
     assert server_predictions(undeclared, history, catalog, population=population)[0] < 30_000
 
 
+def test_the_hold_out_replay_reads_the_population_again_as_it_goes(
+        store: SqlStore, catalog: Catalog) -> None:
+    """The server reads the population every minute; a replay of a long hold-out that kept
+    the one from its start would start a late new action from actions of days before. Here the
+    population changes under the hold-out (new actions now start near 30 GB): the replay
+    re-read at that row sizes the late new action from it, and the bounds of the re-reads never
+    let a row see an execution that ended after it started."""
+    from recommender.learning import retrain as retrain_module
+
+    small = [SyntheticExecution(f"small-{a}", T0 + timedelta(minutes=10 * (4 * a + k)),
+                                3000.0 + 400 * a + 30 * k, {}, 0.0)
+             for a in range(6) for k in range(4)]
+    large = [SyntheticExecution(f"large-{a}", T0 + timedelta(days=1, minutes=10 * (4 * a + k)),
+                                30000.0 + 400 * a + 30 * k, {}, 0.0)
+             for a in range(6) for k in range(4)]
+    late = SyntheticExecution("late", T0 + timedelta(days=2), 31000.0, {}, 0.0)
+    record_generated(store, [*small, *large, late], "drift")
+    data = store.read_executions()
+    n = len(data)
+    history, test = data.take(np.arange(24)), data.take(np.arange(24, n))
+    first = build_population(store.population_samples(100, before=T0 + timedelta(hours=5)))
+    again = build_population(store.population_samples(
+        100, before=T0 + timedelta(days=1, hours=5)))
+    late_row = n - 25
+    stale = server_predictions(test, history, catalog, population=first)
+    fresh = server_predictions(test, history, catalog, population=first,
+                               reread=[(late_row, again)])
+    assert stale[late_row] < 31000 <= fresh[late_row]
+    assert np.array_equal(stale[:late_row], fresh[:late_row])
+
+    asked: list[datetime] = []
+
+    class Recording:
+        def population_samples(self, limit: int, before: datetime | None = None) -> list[object]:
+            assert before is not None
+            asked.append(before)
+            return store.population_samples(limit, before)
+
+        def calibration_samples(self, limit: int, before: datetime | None = None) -> list[object]:
+            return store.calibration_samples(limit, before)
+
+    reads = retrain_module._populations_during(Recording(), test)  # type: ignore[arg-type]
+    assert len(reads) == len(asked) >= 5 and asked == sorted(asked)
+    starts = test.ended - test.duration_s
+    for (row, _), before in zip(reads, asked, strict=True):
+        assert before.timestamp() < starts[row:].min()
+
+
 def test_a_new_action_is_answered_by_an_offset_calibrated_on_new_actions(
         catalog: Catalog, store: SqlStore) -> None:
     """The pooled model knows a new action by its inputs alone: its offset for one is

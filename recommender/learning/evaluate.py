@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -137,7 +138,9 @@ def score(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog) -
 def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
                        predictor: MemoryPredictor | None = None,
                        models: ActionModels | None = None,
-                       population: Population | None = None) -> NDArray[np.float64]:
+                       population: Population | None = None,
+                       reread: Sequence[tuple[int, Population | None]] = ()
+                       ) -> NDArray[np.float64]:
     """What the server reserves for each row, with `predictor` as its learned model (None:
     the history rules alone): its own estimator chain (`estimation.default_estimator`) over
     the action's executions before that row, the earlier rows of `data` included, as the
@@ -148,9 +151,13 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
     A row the chain has nothing for (an action never seen, with no population) gets the
     largest slice, as the policy gives it (inf: `score` rounds it up to the whole card). Pass
     one `models` to several calls over the same rows and population: the per-action fits are
-    shared."""
+    shared. `reread`: (row, population) as the server would have read it again during the
+    rows, each from that row on (the server reads it every minute; `population` is the one
+    before the first row)."""
+    current = [population]
+    again = {row: pop for row, pop in reread}
     estimator = default_estimator(lambda: predictor, models or ActionModels(),
-                                  lambda: population)
+                                  lambda: current[0])
     window = config.HISTORY_WINDOW
     seen: dict[str, deque[Sample]] = {}
     gpu_models = {i: m for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
@@ -171,6 +178,8 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
         remember(history, i)
     out = np.full(len(data), math.inf)
     for i in range(len(data)):
+        if i in again:
+            current[0] = again[i]
         # The decision is made when the execution starts; its own outcome is not yet known.
         now = datetime.fromtimestamp(float(data.ended[i]) - float(data.duration_s[i]), UTC)
         action = data.actions[int(data.action[i])]
@@ -186,7 +195,7 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
                 chosen, _ = by_expected_cost(
                     options, estimate.predictive, estimate.hard_floor_mib,
                     gpu_models[model].memory_mib,
-                    young_calibration(estimate, samples, population))
+                    young_calibration(estimate, samples, current[0]))
                 if chosen is not None:
                     out[i] = chosen
         remember(data, i)

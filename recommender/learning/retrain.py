@@ -86,13 +86,14 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     say("testing on the hold-out")
     seen_all = train.concat(calib)
     # Each scored as the server would run it: its estimator chain with that model (or none),
-    # and what it knew of other actions when the hold-out began.
+    # and what it knew of other actions when the hold-out began, and again as it went on.
     population = _population_before(store, test)
+    reread = _populations_during(store, test)
     models = ActionModels()
 
     def replay(predictor: MemoryModel | None) -> Scores:
         return score(test, server_predictions(test, seen_all, catalog, predictor, models,
-                                              population), catalog)
+                                              population, reread), catalog)
 
     cand = replay(candidate)
     history = replay(None)
@@ -143,6 +144,30 @@ def _population_before(store: TrainingStore, test: Dataset) -> Population | None
         return None
     before = _when(test.ended[0]) - timedelta(microseconds=1)
     return read_population(store, before)
+
+
+def _populations_during(store: TrainingStore, test: Dataset
+                        ) -> list[tuple[int, Population | None]]:
+    """The population read again at LEARN_REPLAY_POPULATION_READS evenly spaced rows of the
+    hold-out, each from executions ended before any row from there on started (a decision is
+    made when its execution starts), so that a new action late in a long hold-out meets the
+    population the server would have read by then, not the one from its start: the server's
+    rules lean on it for new and young actions, a learned model's pooled estimator does not."""
+    n = len(test)
+    reads = config.LEARN_REPLAY_POPULATION_READS
+    if n < 2 or reads < 2:
+        return []
+    starts = test.ended - np.maximum(test.duration_s, 0.0)
+    first_start_from = np.minimum.accumulate(starts[::-1])[::-1]
+    """Row i -> the earliest start of rows i and later."""
+    out: list[tuple[int, Population | None]] = []
+    last = float(test.ended[0])
+    for row in sorted({n * k // reads for k in range(1, reads)}):
+        bound = float(first_start_from[row])
+        if bound > last:  # a row that ran long can hold the bound back: no older read
+            last = bound
+            out.append((row, read_population(store, _when(bound) - timedelta(microseconds=1))))
+    return out
 
 
 def _when(epoch: float) -> datetime:
