@@ -2,12 +2,12 @@
 
 `recommender retrain` on a fresh SQLite store of 1,500 executions of scratch workloads, each
 compared as the server runs (the population and young actions' record as they stood when the
-hold-out began, the slice each prediction rounds up to, expected cost): the generated
-input-dependent workload with 1,000, 300 and 100 actions (new actions keep arriving with the
-most; with the fewest, every hold-out action has a history of its own), one-off actions whose
-memory a table of model kinds sets, and actions whose memory steps up past a batch size. The
-table says what the job decided and why, in numbers: a learned model earns its place only where
-it knows what the server's rules cannot.
+hold-out began and as they were read again through it, the slice each prediction rounds up
+to, expected cost): the generated input-dependent workload with 1,000, 300 and 100 actions
+(new actions keep arriving with the most; with the fewest, every hold-out action has a history
+of its own), one-off actions whose memory a table of model kinds sets, and actions whose memory
+steps up past a batch size. The table says what the job decided and why, in numbers: a
+learned model earns its place only where it knows what the server's rules cannot.
 """
 
 from __future__ import annotations
