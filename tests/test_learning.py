@@ -253,6 +253,27 @@ def test_retrain_learns_actions_whose_inputs_differ(
     assert models is not None and int(models.group(1)) > 0, result.reason
 
 
+def test_the_hold_out_is_the_latest_quarter_up_to_its_cap(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from recommender.core import config
+    from recommender.core.dataset import SUCCEEDED, Dataset
+    from recommender.learning.retrain import split_by_time
+
+    def rows(n: int) -> Dataset:
+        return Dataset(actions=["a"], features=[], action=np.zeros(n, dtype=np.int32),
+                       x=np.zeros((n, 0)), peak=np.ones(n), slice_mib=np.zeros(n),
+                       outcome=np.full(n, SUCCEEDED, dtype=np.int8),
+                       ended=np.arange(n, dtype=float), gpu_model=np.zeros(n, dtype=np.int16),
+                       gpu_models=["A100-80GB"], duration_s=np.ones(n), declared_mib=np.zeros(n))
+
+    train, calib, test = split_by_time(rows(1000))
+    assert (len(train), len(calib), len(test)) == (600, 150, 250)
+    monkeypatch.setattr(config, "LEARN_HOLDOUT_MAX_ROWS", 100)
+    train, calib, test = split_by_time(rows(1000))
+    assert (len(train), len(calib), len(test)) == (750, 150, 100)
+    assert test.ended[0] == 900 and calib.ended[0] == 750  # the latest rows test, in order
+
+
 def test_not_enough_data_makes_no_version(
         store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> None:
     record_synthetic(store, 40)

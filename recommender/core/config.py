@@ -774,6 +774,14 @@ step change seeds 7/11, the generated workload with 40 actions, shapes, models).
 window is 60 % instead of 70 %: a retraining job runs every few hours, and what it leaves out of
 training now it learns from at the next run."""
 
+LEARN_HOLDOUT_MAX_ROWS = 10_000
+"""The hold-out is at most this many of the most recent executions: its replay runs the server's
+chain row by row for each contender (about 2 ms a row each), so it is what grows with the data,
+and ten thousand rows tell a few percent apart. `python -m bench retrain --retrain-rows 100000`
+(PostgreSQL, 2026-12-05): 130.4 s with 15 % (15,000 rows), 197.6 s with a quarter (25,000), 101.0
+s with this cap (10,000 rows; peak memory 562, 538 and 571 MiB). Below 40,000 executions the cap
+changes nothing: every replay measured at LEARN_HOLDOUT above was."""
+
 LEARN_REPLAY_POPULATION_READS = 10
 """The hold-out replay reads the population (and young actions' record) at its start and
 again this many times less one, evenly over its rows: the server reads it every minute, and a

@@ -55,10 +55,15 @@ class RetrainResult:
 
 
 def split_by_time(data: Dataset) -> tuple[Dataset, Dataset, Dataset]:
-    """Oldest rows train, the next calibrate, the most recent test (data is in time order)."""
+    """Oldest rows train, the next calibrate, the most recent test (data is in time order):
+    LEARN_HOLDOUT of them, at most LEARN_HOLDOUT_MAX_ROWS."""
     n = len(data)
     test_start = int(n * (1 - config.LEARN_HOLDOUT))
     cal_start = int(n * (1 - config.LEARN_HOLDOUT - config.LEARN_CALIBRATION))
+    beyond = n - test_start - config.LEARN_HOLDOUT_MAX_ROWS
+    if beyond > 0:  # the rows the cap leaves out of the test calibrate, and the rest train
+        test_start += beyond
+        cal_start += beyond
     idx = np.arange(n)
     return data.take(idx[:cal_start]), data.take(idx[cal_start:test_start]), data.take(
         idx[test_start:])
