@@ -229,11 +229,11 @@ def fit_memory_model(train: Dataset, calib: Dataset, q: float, *,
     action_offsets: dict[str, float] = {}
     action_medians: dict[str, float] = {}
     for a in np.unique(cal_action[pooled_rows & (cal_action >= 0)]):
-        mine = pooled_residuals_all[(cal_action == a) & pooled_rows]
+        its = (cal_action == a) & pooled_rows
+        mine = pooled_residuals_all[its]
         if len(mine) >= config.LEARN_MIN_ACTION_OFFSET_ROWS and float(mine.max()) > pooled_offset:
             action_offsets[tr.actions[int(a)]] = float(mine.max())
-            action_medians[tr.actions[int(a)]] = _median(
-                mid_residuals[(cal_action == a) & pooled_rows])
+            action_medians[tr.actions[int(a)]] = _median(mid_residuals[its])
     actions: dict[str, Params] = {}
     own_residuals: list[NDArray[np.float64]] = []
     for a, params in per_action.items():

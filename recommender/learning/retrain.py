@@ -92,8 +92,7 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     seen_all = train.concat(calib)
     # Each scored as the server would run it: its estimator chain with that model (or none),
     # and what it knew of other actions when the hold-out began, and again as it went on.
-    population = _population_before(store, test)
-    reread = _populations_during(store, test)
+    population, reread = _populations(store, test)
     models = ActionModels()
 
     def replay(predictor: MemoryModel | None) -> Scores:
@@ -140,39 +139,34 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     return result
 
 
-def _population_before(store: TrainingStore, test: Dataset) -> Population | None:
+def _populations(store: TrainingStore, test: Dataset
+                 ) -> tuple[Population | None, list[tuple[int, Population | None]]]:
     """The population (and young actions' record) as the server read it when the hold-out
-    began: from executions ended before its first one ended (a microsecond before: a training
-    row that ended at the same instant is left out with it), so that no hold-out outcome
-    informs its own replay. None on an empty hold-out."""
-    if not len(test):
-        return None
-    before = _when(test.ended[0]) - timedelta(microseconds=1)
-    return read_population(store, before)
-
-
-def _populations_during(store: TrainingStore, test: Dataset
-                        ) -> list[tuple[int, Population | None]]:
-    """The population read again at LEARN_REPLAY_POPULATION_READS evenly spaced rows of the
-    hold-out, each from executions ended before any row from there on started (a decision is
-    made when its execution starts), so that a new action late in a long hold-out meets the
-    population the server would have read by then, not the one from its start: the server's
-    rules lean on it for new and young actions, a learned model's pooled estimator does not."""
+    began, and as it read it again at LEARN_REPLAY_POPULATION_READS evenly spaced rows of it
+    (by row). The first is from executions ended before the hold-out's first one ended (a
+    microsecond before: a training row that ended at the same instant is left out with it);
+    each later one from executions ended before any row from there on started (a decision is
+    made when its execution starts). So no hold-out outcome informs its own replay, and a new
+    action late in a long hold-out meets the population the server would have read by then,
+    not the one from its start: the server's rules lean on it for new and young actions, a
+    learned model's pooled estimator does not. (None, []) on an empty hold-out."""
     n = len(test)
+    if not n:
+        return None, []
+    tick = timedelta(microseconds=1)
+    first = read_population(store, _when(test.ended[0]) - tick)
     reads = config.LEARN_REPLAY_POPULATION_READS
-    if n < 2 or reads < 2:
-        return []
     starts = test.ended - np.maximum(test.duration_s, 0.0)
     first_start_from = np.minimum.accumulate(starts[::-1])[::-1]
     """Row i -> the earliest start of rows i and later."""
-    out: list[tuple[int, Population | None]] = []
+    again: list[tuple[int, Population | None]] = []
     last = float(test.ended[0])
-    for row in sorted({n * k // reads for k in range(1, reads)}):
+    for row in sorted({n * k // reads for k in range(1, reads)} - {0}):
         bound = float(first_start_from[row])
         if bound > last:  # a row that ran long can hold the bound back: no older read
             last = bound
-            out.append((row, read_population(store, _when(bound) - timedelta(microseconds=1))))
-    return out
+            again.append((row, read_population(store, _when(bound) - tick)))
+    return first, again
 
 
 def _when(epoch: float) -> datetime:
