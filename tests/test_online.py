@@ -972,6 +972,22 @@ def test_a_streak_of_light_runs_does_not_make_the_heavy_mode_unlikely() -> None:
     assert 0.5 * share < need.survival(slice_mib) <= share
 
 
+def test_a_heavy_mode_is_counted_from_the_tenth_run() -> None:
+    # Fifteen runs, newest first: five light, then four of the ten before them 1.6 times
+    # heavier. The level follows the five light runs; the heavy ones are in the count.
+    heavy = {6, 8, 11, 13}
+    rng = random.Random(2)
+    samples = [run(6000 * (1.6 if i in heavy else 1.0) * math.exp(rng.gauss(0, 0.02)), i)
+               for i in range(15)]
+    need = _serving(samples)
+    assert need.seen is not None
+    slice_mib = 8500.0  # above the light mode, below the heavy one
+    alone = replace(need, seen=None).survival(slice_mib)
+    # the count (4 of 15, the newest weighing most) with the model worth ten runs: well above
+    # the 8.3 % at which the next slice up, twice the memory, is worth it (OOM_WAIT_GPUS)
+    assert need.survival(slice_mib) > max(2 * alone, 0.1)
+
+
 def test_the_reason_says_when_the_count_raised_the_chance() -> None:
     samples = _streak_of_light_runs(light=8)
     need = _serving(samples)

@@ -8,8 +8,9 @@ batch sized to fill a card of some size. On GenTD26 (real pods), first attempts 
 40 GB slice ran out 24 times where their chances added up to 6.8, and on a 47 GB slice never,
 where they added up to 12.9: the t was too bold below the sizes where peaks pile up and too
 timid above them. An action that has run long enough counts its own runs past each size
-(`predictive.SeenPeaks`, from ONLINE_SEEN_MIN_RUNS); before that, the population's record at each
-size is the best evidence there is, and this module holds it: per slice size, the chances
+(`predictive.SeenPeaks`, from ONLINE_SEEN_MIN_RUNS); until it has run CALIBRATION_YOUNG_RUNS
+times, a count of so few runs says little, and the population's record at each size is the best
+evidence there is. This module holds that record: per slice size, the chances
 stated and the OOMs seen, and the factor that brings the one to the other, shrunk towards 1 by
 a prior worth CALIBRATION_PRIOR OOMs (a size no first attempt was given keeps the model's
 chance; one OOM where little was stated moves it by less than double).

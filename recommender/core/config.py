@@ -256,51 +256,71 @@ worth 60 executions: two modes 6/18/13 -> 6/19/13 OOMs at 0.4 % less memory, Gen
 at 119,540 -> 119,239 GB-h, step seeds 3/7 the same OOMs at 0.1 % less; worth 100: two modes
 8/18/13, GenTD26 29 at 119,051. A run or two either way: left at 30."""
 
-ONLINE_SEEN_MIN_RUNS = 30
+ONLINE_SEEN_MIN_RUNS = 10
 ONLINE_SEEN_HALF_LIFE = 96.0
 ONLINE_SEEN_PRIOR = 10.0
 ONLINE_SEEN_RECENT = 20
 """The share of an action's own peaks above a size is a floor under the chance of an OOM there
 (predictive.SeenPeaks), for a design without inputs, from ONLINE_SEEN_MIN_RUNS executions on (fewer
-cannot tell 3 % from 10 %, and a young action's t is wide already), its runs weighed with half-life
-ONLINE_SEEN_HALF_LIFE executions (16 times the level's: a share of a few percent needs a hundred
-runs), the model's chance worth ONLINE_SEEN_PRIOR runs beside them, and only while one of the newest
-ONLINE_SEEN_RECENT runs passed the size (a step down is followed as before: 30 runs to halve a slice
-on a scratch action that halved its memory, with or without it). Why: where the heavier of two modes
-straddles a slice boundary, the level follows the runs of light ones and the stated chance at the
-smaller slice fell to 2-7 % on an action whose runs passed it one time in seven (two modes, seed 2:
-7 OOMs in 33 runs on that slice). Measured in process (`recommender evaluate --runner in-process
---trace T --seed N --quiet`; first-run OOMs, x oracle or reserved GB-h): two modes seeds 1/2/3
-10/27/20 at 1.37/1.41/1.46x -> 6/18/13 at 1.39/1.42/1.47x (VPA 6/8/4 at 1.51/1.49/1.52x); step
-change seeds 3/7/8/11 the same OOMs (12/17/9/10) at 14,648/11,259/11,054/14,222 GB-h (within 0.01
-%); GenTD26 unchanged (30 at 1.39x: no pod runs 30 windows); generated seed 7 and shapes seed 5
-unchanged (9 at 1.09x, 18 at 1.27x). On a scratch generator it was not tuned to (30 actions, 4,000
-runs, no inputs, levels 4-40 GB, in process, the count off against on): peaks with a t tail (3 df)
-seeds 1/2 39/36 -> 38/35 OOMs at the same memory (1.394/1.533x -> 1.396/1.534x; VPA 41/48 at
-1.41/1.57x); right-skewed peaks (an exponential excess) 39/52 -> 34/41 at 1.440/1.471x ->
-1.451/1.492x (VPA 42/52 at 1.47/1.48x). Its cost (`python -m bench online`): fitting a history of
-200 or 500 runs 7-9 % more (about 12 us to sort the peaks), an estimate 1-3 us; memory, 4.5 KB more
-per fitted action at 500 runs (11 KB: ONLINE_MEMO_ACTIONS of them at most). Tried and not kept (a
-prototype): from 2 runs on with the model worth 3 runs, GenTD26 28 OOMs at 1.41x (from 30 at 1.39x:
-a pod's handful of windows is not a frequency); the runs' peaks first divided by the median of their
-neighbours (a level that moves): two modes 6/21/15, step seed 7 above VPA's memory (11,380 GB-h
-against 11,286); the fit's half-life times 4 (24 runs), the model worth 10 runs: two modes 8/19/13;
-from 10 runs on (the rest as kept): two modes 6/14/11 at 1.39/1.42/1.47x, step seeds 3/7 the same,
-but GenTD26 28 OOMs at 120,690 GB-h (1.40x, from 30 at 119,540); a half-life of 32 or 48 runs: two
-modes seed 2 and step seed 7 the same OOMs within 0.03 %. The model worth 10 runs instead of 30
-(2026-12-05, with the young actions' calibration in place, in process, 30 -> 10): two modes seeds
-1/2/3/4 7/18/13/9 -> 6/18/11/9 OOMs at 14,251/21,357/17,627/15,722 -> 14,251/21,376/17,659/15,722
-GB-h (VPA 6/8/4/5 executions that ran out, at 15,618/22,749/18,450/17,618); step seeds 3/7/11 the
-same OOMs at the same memory; GenTD26 by 15 and 30 minutes (pods with 30 windows or more) the same
-93 and 58 OOMs at 102,394 -> 102,464 and 110,884 -> 110,939 GB-h. Why: the count only ever raises
-the model's chance, and where it does the model is the one that is wrong (a t that follows the
-light mode), so it should not be worth as many runs as the count. 5 runs: the same as 10."""
+cannot tell a rare mode from none, and a young action's t is wide already), its runs weighed with
+half-life ONLINE_SEEN_HALF_LIFE executions (16 times the level's: a share of a few percent needs a
+hundred runs), the model's chance worth ONLINE_SEEN_PRIOR runs beside them, and only while one of
+the newest ONLINE_SEEN_RECENT runs passed the size (a step down is followed as before: 30 runs to
+halve a slice on a scratch action that halved its memory, with or without it). Why: where the
+heavier of two modes straddles a slice boundary, the level follows the runs of light ones and the
+stated chance at the smaller slice fell to 2-7 % on an action whose runs passed it one time in seven
+(two modes, seed 2: 7 OOMs in 33 runs on that slice). Measured in process (`recommender evaluate
+--runner in-process --trace T --seed N --quiet`; first-run OOMs, x oracle or reserved GB-h): two
+modes seeds 1/2/3 10/27/20 at 1.37/1.41/1.46x -> 6/18/13 at 1.39/1.42/1.47x (VPA 6/8/4 at
+1.51/1.49/1.52x); step change seeds 3/7/8/11 the same OOMs (12/17/9/10) at
+14,648/11,259/11,054/14,222 GB-h (within 0.01 %); GenTD26 unchanged (30 at 1.39x: no pod runs 30
+windows); generated seed 7 and shapes seed 5 unchanged (9 at 1.09x, 18 at 1.27x). On a scratch
+generator it was not tuned to (30 actions, 4,000 runs, no inputs, levels 4-40 GB, in process, the
+count off against on): peaks with a t tail (3 df) seeds 1/2 39/36 -> 38/35 OOMs at the same memory
+(1.394/1.533x -> 1.396/1.534x; VPA 41/48 at 1.41/1.57x); right-skewed peaks (an exponential excess)
+39/52 -> 34/41 at 1.440/1.471x -> 1.451/1.492x (VPA 42/52 at 1.47/1.48x). Its cost (`python -m bench
+online`): fitting a history of 200 or 500 runs 7-9 % more (about 12 us to sort the peaks), an
+estimate 1-3 us; memory, 4.5 KB more per fitted action at 500 runs (11 KB: ONLINE_MEMO_ACTIONS of
+them at most). Tried and not kept (a prototype): from 2 runs on with the model worth 3 runs, GenTD26
+28 OOMs at 1.41x (from 30 at 1.39x: a pod's handful of windows is not a frequency); the runs' peaks
+first divided by the median of their neighbours (a level that moves): two modes 6/21/15, step seed 7
+above VPA's memory (11,380 GB-h against 11,286); the fit's half-life times 4 (24 runs), the model
+worth 10 runs: two modes 8/19/13; from 10 runs on (the rest as kept): two modes 6/14/11 at
+1.39/1.42/1.47x, step seeds 3/7 the same, but GenTD26 28 OOMs at 120,690 GB-h (1.40x, from 30 at
+119,540); a half-life of 32 or 48 runs: two modes seed 2 and step seed 7 the same OOMs within 0.03
+%. The model worth 10 runs instead of 30 (2026-12-05, with the young actions' calibration in place,
+in process, 30 -> 10): two modes seeds 1/2/3/4 7/18/13/9 -> 6/18/11/9 OOMs at
+14,251/21,357/17,627/15,722 -> 14,251/21,376/17,659/15,722 GB-h (VPA 6/8/4/5 executions that ran
+out, at 15,618/22,749/18,450/17,618); step seeds 3/7/11 the same OOMs at the same memory; GenTD26 by
+15 and 30 minutes (pods with 30 windows or more) the same 93 and 58 OOMs at 102,394 -> 102,464 and
+110,884 -> 110,939 GB-h. Why: the count only ever raises the model's chance, and where it does the
+model is the one that is wrong (a t that follows the light mode), so it should not be worth as many
+runs as the count. 5 runs: the same as 10. From 10 runs on instead of 30 (2026-12-05, in process, on
+c9b36e1; CALIBRATION_YOUNG_RUNS kept at 30; first-run OOMs at reserved GB-h, before -> after): two
+modes seeds 1/2/3/4 6/19/13/9 at 14,217/21,326/17,500/15,722 -> 6/16/12/6 at
+14,224/21,320/17,507/15,696 (VPA 6/8/4/5 at 15,618/22,749/18,450/17,618); step change seeds 3/7/11
+the same 12/18/11 at 14,535/11,197/14,100; GenTD26 by the hour 17 at 117,263 -> 117,514, by 15
+minutes the same 85 at 102,541, by 30 minutes 49 at 111,487 -> 111,491; generated seed 7, shapes
+seed 5 and models seed 1 the same to the GB-h. Where a heavier mode straddles a boundary, ten runs
+already show it: two modes seed 2's action whose runs passed 40 GB four times in fifteen was put on
+the 40 GB slice at a stated 6 % (the level had followed five light runs) and ran out at run 19 and
+again at run 28. The earlier cost on GenTD26 (above: 120,690 GB-h) has gone with the young actions'
+calibration, which already weighs those pods' first thirty runs; ending that record at ten runs too
+(CALIBRATION_YOUNG_RUNS = ONLINE_SEEN_MIN_RUNS, as before) took GenTD26 by the hour to 23 OOMs at
+118,090 GB-h: a count of ten to thirty runs does not replace it. Tried and not kept: the count ended
+at a size not after ONLINE_SEEN_RECENT runs below it but only once the streak is less likely than 5
+% at the count's share above the size ((1 - s)^k, at least 20 runs): two modes seed 1 one OOM fewer
+(5), the others the same, but GenTD26 by 15 minutes 85 -> 79 OOMs for 3.4 % more memory (102,541 ->
+106,033 GB-h), by 30 minutes 49 -> 47 for 1.5 % more, at least twice what those OOMs cost by
+OOM_WAIT_GPUS: a pod's windows are not independent draws, so a long streak below a size says less
+than the formula assumes."""
 
-CALIBRATION_YOUNG_RUNS = ONLINE_SEEN_MIN_RUNS
+CALIBRATION_YOUNG_RUNS = 30
 CALIBRATION_PRIOR = 1.0
 CALIBRATION_SAMPLES = 5_000
-"""An action with fewer than CALIBRATION_YOUNG_RUNS executions cannot count its own runs past a size
-(ONLINE_SEEN_MIN_RUNS); until it can, the chance its model puts on each slice is multiplied by how
+"""An action with fewer than CALIBRATION_YOUNG_RUNS executions has too few runs of its own to count
+well past a size (ONLINE_SEEN_MIN_RUNS starts the count at ten, with the model worth ten runs beside
+it); until then the chance its model puts on each slice is multiplied by how
 the young actions' first attempts on that slice size turned out: their OOMs over the chances stated
 for them, each with CALIBRATION_PRIOR OOMs added, so that a size with no record keeps the model's
 chance and one with less than an OOM's worth moves little (core/calibration.py). Read with the
