@@ -972,7 +972,7 @@ def test_a_streak_of_light_runs_does_not_make_the_heavy_mode_unlikely() -> None:
     assert 0.5 * share < need.survival(slice_mib) <= share
 
 
-def test_a_heavy_mode_is_counted_from_the_tenth_run() -> None:
+def test_a_heavy_mode_is_counted_from_a_few_runs_on() -> None:
     # Fifteen runs, newest first: five light, then four of the ten before them 1.6 times
     # heavier. The level follows the five light runs; the heavy ones are in the count.
     heavy = {6, 8, 11, 13}
