@@ -315,7 +315,10 @@ likely than 5 % at the count's share above the size ((1 - s)^k, at least 20 runs
 one OOM fewer (5), the others the same, but GenTD26 by 15 minutes 85 -> 79 OOMs for 3.4 % more
 memory (102,541 -> 106,033 GB-h), by 30 minutes 49 -> 47 for 1.5 % more, at least twice what those
 OOMs cost by OOM_WAIT_GPUS: a pod's windows are not independent draws, so a long streak below a size
-says less than the formula assumes."""
+says less than the formula assumes. ONLINE_SEEN_RECENT 30 instead of 20 (the same runs, from 5): two
+modes seeds 1/2/3/4 6/16/12/5 -> 5/16/12/4 OOMs within 0.05 % of memory, GenTD26 by the hour the
+same, but by 15 minutes 85 -> 82 at 102,541 -> 103,771 GB-h and by 30 minutes 49 -> 48 at 111,491 ->
+112,580: again more memory than the OOMs are worth by OOM_WAIT_GPUS."""
 
 CALIBRATION_YOUNG_RUNS = 30
 CALIBRATION_PRIOR = 1.0
