@@ -429,6 +429,18 @@ def _population(between: float, within: float = 0.05, actions: int = 30) -> list
     return rows
 
 
+def test_a_few_actions_make_a_prior_with_their_few_degrees_of_freedom() -> None:
+    """The spread of three actions' first peaks is an estimate from three numbers: a new
+    action's first run gets a t with 2 degrees of freedom about it, a heavier tail than the
+    same spread estimated from thirty (29)."""
+    few = build_population(_population(between=1.0, actions=3)).first
+    many = build_population(_population(between=1.0, actions=30)).first
+    assert few is not None and many is not None
+    assert few.predictive(0.0).df == 2 and many.predictive(0.0).df == 29
+    same = replace(few, scale=many.scale, loc=many.loc)
+    assert same.predictive(0.0).quantile(0.99) > 10 * many.predictive(0.0).quantile(0.99)
+
+
 def test_a_second_run_weighs_the_first_against_the_population() -> None:
     """Where actions differ far more than runs do, an action's one run says where its level
     is: its second execution is sized about that run (a new action far above the others is

@@ -467,7 +467,21 @@ recorded execution, half of the runner's pattern in `python -m bench.pairs --pop
 still reads a busy service every minute."""
 
 POPULATION_MIN_ACTIONS = 3
-"""Actions needed before their first peaks (or declared ratios) are a prior for a new one."""
+"""Actions needed before their first peaks (or declared ratios) are a prior for a new one. Their
+spread is then estimated from those few actions, and the prior is a t with the degrees of freedom
+of that estimate (actions - 1, less the slopes fitted across them), not ONLINE_PRIOR_DF more: those
+pseudo ones stand for a prior scale that an action's own spread is shrunk towards, and the
+population's spread has none (its floor, the run-to-run spread, is not a guess at how actions
+differ). With three or four actions, a t with 2 or 3 degrees of freedom instead of 6 or 7 gives a
+new action's first run a heavier tail; by twenty actions the two differ by little. Measured in
+process (`recommender evaluate --runner in-process --trace T --seed N --quiet`, 2026-12-05, on
+ae6f4de; first-run OOMs at reserved GB-h, before -> after): step change seeds 3/7/11 12/18/11 at
+14,535/11,197/14,100 -> 12/17/11 at 14,556/11,193/14,108; two modes seeds 1/2/3/4 6/16/12/5 at
+14,224/21,326/17,507/15,636 -> 6/16/11/5 at 14,237/21,372/17,522/15,663; shapes seed 5 15 at 23,301
+-> 14 at 23,171; generated seed 7 7 at 11,788 -> 11,801, with 1,000 actions 40 at 16,058 -> 41 at
+15,933; GenTD26 by the hour 17 at 117,514 -> 117,580; models seed 1 the same (2 at 15,635);
+`python -m bench parvagpu` the same. Three OOMs fewer for 0.1 % more memory where it moved (a
+replay starts most actions in its first hours, when the population is a handful)."""
 
 POPULATION_MIN_RUNS_FOR_SPREAD = 3
 POPULATION_SCALE_STEP = 0.05

@@ -94,8 +94,9 @@ class Spread:
     """Slopes fitted across these actions beside their mean: each costs a degree of freedom."""
 
     def predictive(self, at: float) -> Predictive:
-        return Predictive(at + self.loc, self.scale,
-                          self.actions - 1 - self.fitted + config.ONLINE_PRIOR_DF)
+        """The next action's log figure: a t with the degrees of freedom its scale was
+        estimated with (POPULATION_MIN_ACTIONS says why no pseudo ones are added)."""
+        return Predictive(at + self.loc, self.scale, max(self.actions - 1 - self.fitted, 1))
 
 
 @dataclass(frozen=True)
