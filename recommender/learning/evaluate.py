@@ -154,10 +154,9 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
     shared. `reread`: (row, population) as the server would have read it again during the
     rows, each from that row on (the server reads it every minute; `population` is the one
     before the first row)."""
-    current = [population]
-    again = {row: pop for row, pop in reread}
+    again = dict(reread)
     estimator = default_estimator(lambda: predictor, models or ActionModels(),
-                                  lambda: current[0])
+                                  lambda: population)  # read at each call: the re-reads below
     window = config.HISTORY_WINDOW
     seen: dict[str, deque[Sample]] = {}
     gpu_models = {i: m for i, name in enumerate(data.gpu_models) if (m := catalog.resolve(name))}
@@ -179,7 +178,7 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
     out = np.full(len(data), math.inf)
     for i in range(len(data)):
         if i in again:
-            current[0] = again[i]
+            population = again[i]
         # The decision is made when the execution starts; its own outcome is not yet known.
         now = datetime.fromtimestamp(float(data.ended[i]) - float(data.duration_s[i]), UTC)
         action = data.actions[int(data.action[i])]
@@ -195,7 +194,7 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
                 chosen, _ = by_expected_cost(
                     options, estimate.predictive, estimate.hard_floor_mib,
                     gpu_models[model].memory_mib,
-                    young_calibration(estimate, samples, current[0]))
+                    young_calibration(estimate, samples, population))
                 if chosen is not None:
                     out[i] = chosen
         remember(data, i)

@@ -157,8 +157,7 @@ def _populations(store: TrainingStore, test: Dataset
     first = read_population(store, _when(test.ended[0]) - tick)
     reads = config.LEARN_REPLAY_POPULATION_READS
     starts = test.ended - np.maximum(test.duration_s, 0.0)
-    first_start_from = np.minimum.accumulate(starts[::-1])[::-1]
-    """Row i -> the earliest start of rows i and later."""
+    first_start_from = np.minimum.accumulate(starts[::-1])[::-1]  # the earliest start from row i on
     again: list[tuple[int, Population | None]] = []
     last = float(test.ended[0])
     for row in sorted({n * k // reads for k in range(1, reads)} - {0}):
