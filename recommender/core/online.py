@@ -13,7 +13,9 @@ of batch x input size, the shape of most models' memory, which neither of the tw
 or a fixed footprint plus one power of the inputs whose exponents are chosen from a few (batch
 x sqrt(size), batch x sequence^2: first powers are not every model's shape). A young action also
 has a power law in its inputs with other actions' slopes (`ActionModels` keeps them), only its
-level its own: it has too few runs for slopes of its own.
+level its own: it has too few runs for slopes of its own; and, from its third run, a fixed
+footprint plus the power of the inputs most grown actions with the same inputs chose, its
+footprint and per-item cost its own.
 The design whose calibrated bound would have been best on the action's own past executions
 wins, judged by leave-one-out pinball loss: every design is scored on executions it was not
 fitted on, so a richer design wins only when it really predicts better (the closed-form
@@ -81,6 +83,13 @@ class Design:
     batch x sqrt(size), which neither the products (first powers) nor the power law (no
     footprint) is."""
     exponents: tuple[float, ...] = ()
+    lent_powers: bool = False
+    """A monomial whose `exponents` are other actions' (`ActionModels`: the powers most of the
+    grown actions with these inputs chose), only its footprint and per-item cost the action's
+    own: two parameters, so from three runs on, where its own monomial waits for six (with two
+    inputs). A young action's power law with borrowed slopes has the right level but not the
+    shape: a footprint plus activations bends, and a slope that is right for one action's
+    inputs is wrong for another's (ONLINE_BORROW_POWERS_MIN_RUNS says what that cost)."""
     slopes: tuple[float, ...] = ()
     """A power law in the inputs whose slopes are other actions' (`ActionModels`), only its
     level the action's own: one parameter, so from two runs on. A young action has too few
@@ -255,13 +264,19 @@ def _value(s: Sample) -> float:
     return s.peak_mib
 
 
-def _designs(feature_names: Sequence[str], n: int, slopes: Lent = ()) -> list[Design]:
+def _designs(feature_names: Sequence[str], n: int, slopes: Lent = (),
+             powers: tuple[float, ...] = ()) -> list[Design]:
     designs = [Design("decayed history", log_space=True)]
     lent = [(f, b) for f, b in zip(feature_names, slopes, strict=False) if b is not None]
     if lent:
         designs.append(Design("a power law in the inputs with other actions' slopes",
                               log_space=True, features=tuple(f for f, _ in lent),
                               log_features=True, slopes=tuple(b for _, b in lent)))
+    if powers and len(powers) == len(feature_names) and (
+            n >= config.ONLINE_BORROW_POWERS_MIN_RUNS):
+        designs.append(Design("a fixed footprint plus other actions' power of the inputs (MiB)",
+                              log_space=False, features=tuple(feature_names), relative=True,
+                              monomial=True, exponents=powers, lent_powers=True))
     if n >= config.ONLINE_MIN_RECENT_SAMPLES:
         designs.append(Design("the last few executions", log_space=True,
                               half_life=config.ONLINE_RECENT_HALF_LIFE))
@@ -671,11 +686,12 @@ def _change_posterior(residuals: Residuals, prior_log_scale: float, df: float) -
 _AT_S = operator.attrgetter("at_s")
 
 
-def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent = ()
-           ) -> tuple[_Core, ...]:
+def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent = (),
+           powers: tuple[float, ...] = ()) -> tuple[_Core, ...]:
     """Every design that can be fitted on `samples` (newest first), before the prior scale;
     with `slopes` (other actions', one per feature name, None where none is lent), the power
-    law on the inputs that have one too."""
+    law on the inputs that have one too; with `powers` (other actions' exponents, one per
+    feature name), the monomial with those powers."""
     succeeded, oom = Outcome.SUCCEEDED, Outcome.OOM  # by identity: an Enum hashes in Python
     informative = [s for s in samples
                    if (s.outcome is succeeded and s.peak_mib > 0)
@@ -693,7 +709,7 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent
     at = np.fromiter((s.at_s for s in informative), np.float64, n)
     data = _Data(y, np.log(y), inputs, np.arange(n, dtype=np.float64),
                  np.maximum(at.max() - at, 0.0))
-    designs = _designs(feature_names, n, slopes)
+    designs = _designs(feature_names, n, slopes, powers)
     cores = [c for d in designs if d.features if (c := _core(d, data)) is not None]
     # Where designs on the inputs compete, every design is judged on the same runs, weighed
     # as those designs weigh them: one that follows the last few runs alone would be judged
@@ -737,7 +753,7 @@ def input_spread(cores: Sequence[_Core]) -> float | None:
     design on ONLINE_INPUT_PRIOR_MIN_RUNS executions."""
     best: float | None = None
     for c in cores:
-        if (not c.design.features or c.design.slopes
+        if (not c.design.features or c.design.slopes or c.design.lent_powers
                 or c.shown < config.ONLINE_INPUT_PRIOR_MIN_RUNS):
             continue
         spread = math.sqrt(max(c.data_var, 0.0) / c.shown)
@@ -755,6 +771,18 @@ def own_slopes(cores: Sequence[_Core]) -> dict[str, float] | None:
         if (d.log_features and not d.slopes and not d.monomial and not d.products
                 and c.shown >= config.ONLINE_BORROW_MIN_RUNS):
             return {f: float(b) for f, b in zip(d.features, c.coef[1:], strict=True)}
+    return None
+
+
+def own_powers(cores: Sequence[_Core]) -> tuple[tuple[str, ...], tuple[float, ...]] | None:
+    """The inputs and the powers of the action's own monomial, once it has
+    ONLINE_BORROW_MIN_RUNS executions beyond its parameters to show them: what young actions
+    with the same inputs borrow (`_powers_of`)."""
+    for c in cores:
+        d = c.design
+        if (d.monomial and d.exponents and not d.lent_powers
+                and c.shown >= config.ONLINE_BORROW_MIN_RUNS):
+            return d.features, d.exponents
     return None
 
 
@@ -794,8 +822,13 @@ class ActionModels:
         """`own_slopes` of the actions fitted last (ONLINE_INPUT_PRIOR_ACTIONS)."""
         self._borrowed: dict[str, float] = {}
         """Per input name, the slope a young action borrows (`_borrowed_of`)."""
+        self._powers: OrderedDict[str, tuple[tuple[str, ...], tuple[float, ...]]] = (
+            OrderedDict())
+        """`own_powers` of the actions fitted last (ONLINE_INPUT_PRIOR_ACTIONS)."""
+        self._borrowed_powers: dict[tuple[str, ...], tuple[float, ...]] = {}
+        """Per set of input names, the powers a young action with those inputs borrows."""
         self._borrowed_version = 0
-        """Moves whenever the borrowed slopes do: the young actions refit."""
+        """Moves whenever the borrowed slopes or powers do: the young actions refit."""
         self.fitted = 0
         """Refits from the history (every design fitted)."""
         self.refinished = 0
@@ -835,20 +868,24 @@ class ActionModels:
                 return found[1]
             kept = self._cores.get(action_id)
             borrowed_slopes = self._borrowed  # replaced, never changed in place
+            borrowed_powers = self._borrowed_powers  # the same
             if pooled_key:
                 borrowed_slopes = {**dict(pooled_key), **borrowed_slopes}
         # A grown action's names are read only when its designs are fitted again: a refinish
         # (a new prior scale) reuses its cores without reading 500 runs' features.
         names = common_features(samples) if young else None
         slopes = _slopes_for(borrowed_slopes, names) if names else ()
-        cores = kept[1] if kept is not None and kept[0] == (*history, slopes) else None
+        powers = borrowed_powers.get(names, ()) if names else ()
+        cores = (kept[1] if kept is not None and kept[0] == (*history, slopes, powers)
+                 else None)
         refinish = cores is not None
         if cores is None:
             cores = _cores(samples, common_features(samples) if names is None else names,
-                           slopes)
+                           slopes, powers)
         model = _model(cores, prior_log_scale, input_prior)
         spread = None if refinish else input_spread(cores)
         own = None if refinish else own_slopes(cores)
+        powers_shown = None if refinish else own_powers(cores)
         with self._lock:
             if spread is not None:
                 self._spreads[action_id] = spread
@@ -865,6 +902,15 @@ class ActionModels:
                 if borrowed_now != self._borrowed:
                     self._borrowed = borrowed_now
                     self._borrowed_version += 1
+            if powers_shown is not None:
+                self._powers[action_id] = powers_shown
+                self._powers.move_to_end(action_id)
+                while len(self._powers) > config.ONLINE_INPUT_PRIOR_ACTIONS:
+                    self._powers.popitem(last=False)
+                powers_now = _powers_of(list(self._powers.values()))
+                if powers_now != self._borrowed_powers:
+                    self._borrowed_powers = powers_now
+                    self._borrowed_version += 1
             if refinish:
                 self.refinished += 1
             else:
@@ -874,7 +920,7 @@ class ActionModels:
             while len(self._fits) > self.max_actions:
                 self._fits.popitem(last=False)
             if self.max_cores > 0:
-                self._cores[action_id] = ((*history, slopes), cores)
+                self._cores[action_id] = ((*history, slopes, powers), cores)
                 self._cores.move_to_end(action_id)
                 while len(self._cores) > self.max_cores:
                     self._cores.popitem(last=False)
@@ -885,6 +931,12 @@ class ActionModels:
         """The slopes a young action borrows, per input name (a copy)."""
         with self._lock:
             return dict(self._borrowed)
+
+    @property
+    def borrowed_powers(self) -> dict[tuple[str, ...], tuple[float, ...]]:
+        """The powers a young action borrows, per set of input names (a copy)."""
+        with self._lock:
+            return dict(self._borrowed_powers)
 
 
 def _slopes_for(borrowed: Mapping[str, float], names: Sequence[str]) -> Lent:
@@ -906,6 +958,24 @@ def _borrowed_of(slopes: Sequence[Mapping[str, float]]) -> dict[str, float]:
     step = config.ONLINE_BORROW_SLOPE_STEP
     return {f: round(float(np.median(v)) / step) * step for f, v in by_name.items()
             if len(v) >= config.ONLINE_INPUT_PRIOR_MIN_ACTIONS}
+
+
+def _powers_of(shown: Sequence[tuple[tuple[str, ...], tuple[float, ...]]]
+               ) -> dict[tuple[str, ...], tuple[float, ...]]:
+    """Per set of input names, the powers most of the actions with those inputs chose, once
+    ONLINE_INPUT_PRIOR_MIN_ACTIONS chose them (the most such actions first, then the smaller
+    powers: a stable choice). A grid of its own: one more action rarely moves the most
+    common of a few dozen candidates, and the young actions' fits it keys stay valid."""
+    counts: dict[tuple[str, ...], dict[tuple[float, ...], int]] = {}
+    for names, powers in shown:
+        by = counts.setdefault(names, {})
+        by[powers] = by.get(powers, 0) + 1
+    found = {}
+    for names, by in counts.items():
+        powers, k = min(by.items(), key=lambda pk: (-pk[1], pk[0]))
+        if k >= config.ONLINE_INPUT_PRIOR_MIN_ACTIONS:
+            found[names] = powers
+    return found
 
 
 def _prior_of(spreads: Sequence[float]) -> float | None:
