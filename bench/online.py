@@ -3,7 +3,8 @@ designs once its history changed, and a Recommend's estimate once it is fitted.
 
 Prints a table: median microseconds per call over the repetitions, for histories of 10 to 500
 executions, with and without request features (the designs on the inputs only exist with them),
-and a young action's fit with the power law on other actions' slopes.
+and a young action's fit with the power law on other actions' slopes (and, with two inputs, the
+monomial on their powers).
 """
 
 from __future__ import annotations
@@ -68,3 +69,7 @@ def run(args: argparse.Namespace) -> None:
     borrowed = tuple(0.5 for _ in names)
     fit = _median_us(lambda: fit_action(samples, names, 0.2, borrowed), reps)
     print(f"| 10 | yes, and other actions' slopes | {fit:,.0f} | |")
+    # ... and, with two or more inputs, the monomial on other actions' powers.
+    powers = tuple(1.0 if f == "batch_size" else 0.5 for f in names)
+    fit = _median_us(lambda: fit_action(samples, names, 0.2, borrowed, powers), reps)
+    print(f"| 10 | yes, other actions' slopes and powers | {fit:,.0f} | |")

@@ -740,11 +740,12 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
-               prior_log_scale: float, slopes: Lent = ()) -> ActionModel | None:
+               prior_log_scale: float, slopes: Lent = (), powers: tuple[float, ...] = ()
+               ) -> ActionModel | None:
     """Every design that can be fitted on `samples` (newest first), best first; with `slopes`
     (other actions', one per feature name, None where none is lent), the power law on the
-    inputs that have one too."""
-    return _model(_cores(samples, feature_names, slopes), prior_log_scale)
+    inputs that have one too; with `powers`, the monomial with other actions' powers."""
+    return _model(_cores(samples, feature_names, slopes, powers), prior_log_scale)
 
 
 def input_spread(cores: Sequence[_Core]) -> float | None:
