@@ -183,7 +183,8 @@ their input names but not their shape (a footprint plus batch x sqrt(input), bat
 batch^2 x sqrt(input) or batch alone, one in four each; 4 % noise; in process, first-run OOMs at
 reserved GB-h): 40 actions 11 at 11,967 -> 9 at 11,923; 200 actions 24 at 13,634 (1.29x) -> 18
 at 12,809 (1.21x); 1,000 actions 58 at 19,666 (1.54x) -> 54 at 19,309 (1.51x). The most common
-powers are lent to the other three kinds too, and lose to their other designs where they miss."""
+powers are lent to the other three kinds too; there they compete by leave-one-out loss like
+every design."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions
