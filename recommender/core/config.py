@@ -152,39 +152,38 @@ shapes seeds 5/1/2 19/17/13 first-run OOMs at 23,936/21,747/24,373 GB-h -> 17/17
 3 (one input) the same to the GB-h."""
 
 ONLINE_BORROW_POWERS_MIN_RUNS = 3
-"""From this many runs (two parameters and one spare, for a leave-one-out error) a young action
-(up to ONLINE_BORROW_MAX_RUNS) also has a fixed footprint plus the power of its inputs that most
-of the grown actions with the same input names chose for their own such design (online.Design
-.lent_powers; once ONLINE_INPUT_PRIOR_MIN_ACTIONS chose the same powers, among the last
-ONLINE_INPUT_PRIOR_ACTIONS fitted, as with slopes, from ONLINE_BORROW_MIN_RUNS runs beyond their
-parameters), its footprint and per-item cost its own. Its own such design waits for four runs more
-than it has inputs. Why: the power law with borrowed slopes has the level right but not the shape.
-A footprint plus activations bends, and the slope of log peak on log batch is near 0 for an action
-whose footprint dominates and near 1 for one whose activations do, so a median slope is wrong for
-most actions: in the generated input-dependent workload with 1,000 actions (seed 7, six runs each
-on average, in process), its runs 3 to 6 reserved 1.36-1.44x the oracle, and the borrowed power
-law served most of them. It competes by leave-one-out loss as every design does, with the prior
-spread of the designs on the inputs (ONLINE_INPUT_PRIOR_*), not the population's: its two
-parameters are the action's own, and a shape that is not the action's shows in its errors. Actions
-whose inputs have other names (an attention action's sequence length) borrow only from their own
-kind. Measured in process (`recommender evaluate --runner in-process --trace T --seed N
-[--max-actions M]`, 2026-12-05, first-run OOMs at reserved GB-h, before -> after): generated
-seeds 7/1/2 (40 actions) 7/3/3 at 11,801/12,556/13,845 -> 3/2/1 at 11,685/12,504/13,739; seed 7
-with 400 actions 23 at 15,340 (1.33x) -> 18 at 14,432 (1.25x), with 1,000 actions 41 at 15,930
-(1.37x) -> 30 at 15,092 (1.30x), its runs 3/4/5 at 1.44/1.41/1.36x -> 1.24/1.19/1.12x the
-oracle; shapes seeds 5/1/2 14/12/15 at 23,171/21,362/23,686 -> 15/12/14 at 23,119/21,349/23,587;
-models seeds 1/2 2/4 at 15,635/17,680 -> 2/4 at 15,570/17,619. GenTD26 and two modes carry no
-inputs and the step change one: they never have the design. With the population's spread as its
-prior instead (as the borrowed slopes have), the same runs: generated seed 7 with 1,000 actions
-40 OOMs at 15,530 GB-h, with 40 actions 4 at 11,811; shapes seed 5 14 at 23,138: most of the
-gain is the tighter prior. On shapes, whose three kinds of action have three shapes, the tighter
-prior moved each draw by an OOM at most, either way. On a scratch workload whose actions share
-their input names but not their shape (a footprint plus batch x sqrt(input), batch x input,
-batch^2 x sqrt(input) or batch alone, one in four each; 4 % noise; in process, first-run OOMs at
-reserved GB-h): 40 actions 11 at 11,967 -> 9 at 11,923; 200 actions 24 at 13,634 (1.29x) -> 18
-at 12,809 (1.21x); 1,000 actions 58 at 19,666 (1.54x) -> 54 at 19,309 (1.51x). The most common
-powers are lent to the other three kinds too; there they compete by leave-one-out loss like
-every design."""
+"""From this many runs (two parameters and one spare, for a leave-one-out error) a young action (up
+to ONLINE_BORROW_MAX_RUNS) also has a fixed footprint plus the power of its inputs that most of the
+grown actions with the same input names chose for their own such design (online.Design.lent_powers;
+once ONLINE_INPUT_PRIOR_MIN_ACTIONS chose the same powers, among the last ONLINE_INPUT_PRIOR_ACTIONS
+fitted, as with slopes, from ONLINE_BORROW_MIN_RUNS runs beyond their parameters), its footprint and
+per-item cost its own. Its own such design waits for four runs more than it has inputs. Why: the
+power law with borrowed slopes has the level right but not the shape. A footprint plus activations
+bends, and the slope of log peak on log batch is near 0 for an action whose footprint dominates and
+near 1 for one whose activations do, so a median slope is wrong for most actions: in the generated
+input-dependent workload with 1,000 actions (seed 7, six runs each on average, in process), its
+fourth to sixth executions reserved 1.36-1.44x the oracle, and the borrowed power law served most of
+them. It competes by leave-one-out loss as every design does, with the prior spread of the designs
+on the inputs (ONLINE_INPUT_PRIOR_*), not the population's: its two parameters are the action's own,
+and a shape that is not the action's shows in its errors. Actions whose inputs have other names (an
+attention action's sequence length) borrow only from their own kind. Measured in process
+(`recommender evaluate --runner in-process --trace T --seed N [--max-actions M]`, 2026-12-05,
+first-run OOMs at reserved GB-h, before -> after): generated seeds 7/1/2 (40 actions) 7/3/3 at
+11,801/12,556/13,845 -> 3/2/1 at 11,685/12,504/13,739; seed 7 with 400 actions 23 at 15,340 (1.33x)
+-> 18 at 14,432 (1.25x), with 1,000 actions 41 at 15,930 (1.37x) -> 30 at 15,092 (1.30x), its
+fourth/fifth/sixth executions at 1.44/1.41/1.36x -> 1.24/1.19/1.12x the oracle; shapes seeds 5/1/2
+14/12/15 at 23,171/21,362/23,686 -> 15/12/14 at 23,119/21,349/23,587; models seeds 1/2 2/4 at
+15,635/17,680 -> 2/4 at 15,570/17,619. GenTD26 and two modes carry no inputs and the step change
+one: they never have the design. With the population's spread as its prior instead (as the borrowed
+slopes have), the same runs: generated seed 7 with 1,000 actions 40 OOMs at 15,530 GB-h, with 40
+actions 4 at 11,811; shapes seed 5 14 at 23,138: most of the gain is the tighter prior. On shapes,
+whose three kinds of action have three shapes, the tighter prior moved each draw by an OOM at most,
+either way. On a scratch workload whose actions share their input names but not their shape (a
+footprint plus batch x sqrt(input), batch x input, batch^2 x sqrt(input) or batch alone, one in four
+each; 4 % noise; in process, first-run OOMs at reserved GB-h): 40 actions 11 at 11,967 -> 9 at
+11,923; 200 actions 24 at 13,634 (1.29x) -> 18 at 12,809 (1.21x); 1,000 actions 58 at 19,666 (1.54x)
+-> 54 at 19,309 (1.51x). The most common powers are lent to the other three kinds too; there they
+compete by leave-one-out loss like every design."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions
