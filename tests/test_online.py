@@ -1110,15 +1110,13 @@ def test_only_a_young_action_borrows_and_a_new_slope_refits_it() -> None:
     assert slopes == (models.borrowed["batch"],)
 
 
-def _footprint(base: float, per_item: float, runs: int, seed: int,
-               batches: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
-               ) -> list[Sample]:
+def _footprint(base: float, per_item: float, runs: int, seed: int) -> list[Sample]:
     """An action whose peak is a footprint plus activations of batch x sqrt(size), with 3 %
     of noise (the generated input-dependent workload's shape); newest first."""
     rng = random.Random(seed)
     out = []
     for i in range(runs):
-        b, size = rng.choice(batches), math.exp(rng.gauss(3.0, 0.8))
+        b, size = rng.choice((1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)), math.exp(rng.gauss(3.0, 0.8))
         peak = (base + per_item * b * math.sqrt(size)) * math.exp(rng.gauss(0, 0.03))
         out.append(run(peak, i, {"batch": b, "size": round(size, 3)}))
     return out
@@ -1137,8 +1135,8 @@ def test_a_young_action_sizes_a_large_request_by_other_actions_powers() -> None:
     """Six grown actions show a footprint plus batch x sqrt(size). A young action has run
     four times at smaller batches; its next request has a batch of 64. With their powers and
     its own footprint and per-item cost it is sized near its need; the power law with their
-    slopes (all it had before) is far off, because a slope that is right for their inputs is
-    not right for its own."""
+    slopes (all it had before) needs a bound a fifth wider to hold it, because a slope that is
+    right for their inputs is not right for its own."""
     models = ActionModels()
     for a in range(6):
         models.get(f"old-{a}", _footprint(1500.0 + 1000.0 * a, 5.0 + 10.0 * a, 40, seed=a),
@@ -1164,7 +1162,8 @@ def test_a_young_action_sizes_a_large_request_by_other_actions_powers() -> None:
     by_slopes = lent.predict(request)
     assert by_slopes is not None
     # Both bounds hold the need; the borrowed slopes' is a fifth wider (1.55 against 1.23 x).
-    assert by_slopes.quantile(0.95) > 1.2 * need.quantile(0.95) > 1.2 * truth
+    assert need.quantile(0.95) > truth
+    assert by_slopes.quantile(0.95) > 1.2 * need.quantile(0.95)
     grown = models.get("grown", _footprint(6000.0, 40.0, config.ONLINE_BORROW_MAX_RUNS + 1, 12),
                        0.3)
     assert grown is not None and not any(f.design.lent_powers for f in grown.fits)
