@@ -183,7 +183,12 @@ footprint plus batch x sqrt(input), batch x input, batch^2 x sqrt(input) or batc
 each; 4 % noise; in process, first-run OOMs at reserved GB-h): 40 actions 11 at 11,967 -> 9 at
 11,923; 200 actions 24 at 13,634 (1.29x) -> 18 at 12,809 (1.21x); 1,000 actions 58 at 19,666 (1.54x)
 -> 54 at 19,309 (1.51x). The most common powers are lent to the other three kinds too; there they
-compete by leave-one-out loss like every design."""
+compete by leave-one-out loss like every design. Tried and not kept (a prototype, the 1,000-action
+draw, seed 7, counting each execution's first slice): the population's view serving an action's
+third execution too (its two runs weighed against the other actions, as its second run is), ahead
+of the online designs: 30 -> 21 OOMs and the third executions 1.60x -> 1.43x the oracle, but the
+first and second 1.58x -> 1.66x and 1.38x -> 1.50x (the young actions' record, core.calibration,
+learns from every young first attempt), 2 % more memory in all."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions
@@ -419,7 +424,14 @@ cheapest), but GenTD26 by the hour kept its 17 OOMs for 1.3 % more memory (117,2
 GB-h, 1.37x -> 1.39x: the pods' first attempts had shown that young fits' chances at 47 GB were
 too timid, and without them those fits took 71 GB); two modes seed 3 13 -> 11 OOMs for 0.7 %
 more; seeds 1/2 and step change seeds 3/7/default within 0.1 %. New actions' own record beside the
-pooled one (young fits still weighed by all): parvagpu unchanged, GenTD26 117,263 -> 117,152."""
+pooled one (young fits still weighed by all): parvagpu unchanged, GenTD26 117,263 -> 117,152.
+Tried and not kept (2026-12-05, a prototype on 93cd0d6, in process): the record's raise tempered by
+the action's own runs, from ONLINE_SEEN_MIN_RUNS on, as the count of its runs past a size is
+(predictive.SeenPeaks: the raised chance worth ONLINE_SEEN_PRIOR runs beside its own, never below
+its model's). parvagpu's round 1 0.38 -> 0.35 extra slices (densenet121-b128, ten runs at 30 GB:
+its 3.4 % at 40 GB raised to 13.8 % sent it to the card), but GenTD26 by the hour 17 -> 21 OOMs,
+by 30 minutes 49 -> 56, by 15 minutes 85 -> 91, for 0.6-0.7 % less memory; two modes the same
+OOMs."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
