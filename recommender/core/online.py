@@ -889,26 +889,15 @@ class ActionModels:
         powers_shown = None if refinish else own_powers(cores)
         with self._lock:
             if spread is not None:
-                self._spreads[action_id] = spread
-                self._spreads.move_to_end(action_id)
-                while len(self._spreads) > config.ONLINE_INPUT_PRIOR_ACTIONS:
-                    self._spreads.popitem(last=False)
-                self._input_prior = _prior_of(list(self._spreads.values()))
+                self._input_prior = _prior_of(_latest(self._spreads, action_id, spread))
             if own is not None:
-                self._slopes[action_id] = own
-                self._slopes.move_to_end(action_id)
-                while len(self._slopes) > config.ONLINE_INPUT_PRIOR_ACTIONS:
-                    self._slopes.popitem(last=False)
-                borrowed_now = _borrowed_of(list(self._slopes.values()))
+                lent: list[dict[str, float]] = _latest(self._slopes, action_id, own)
+                borrowed_now = _borrowed_of(lent)
                 if borrowed_now != self._borrowed:
                     self._borrowed = borrowed_now
                     self._borrowed_version += 1
             if powers_shown is not None:
-                self._powers[action_id] = powers_shown
-                self._powers.move_to_end(action_id)
-                while len(self._powers) > config.ONLINE_INPUT_PRIOR_ACTIONS:
-                    self._powers.popitem(last=False)
-                powers_now = _powers_of(list(self._powers.values()))
+                powers_now = _powers_of(_latest(self._powers, action_id, powers_shown))
                 if powers_now != self._borrowed_powers:
                     self._borrowed_powers = powers_now
                     self._borrowed_version += 1
@@ -938,6 +927,19 @@ class ActionModels:
         """The powers a young action borrows, per set of input names (a copy)."""
         with self._lock:
             return dict(self._borrowed_powers)
+
+
+V = TypeVar("V")
+
+
+def _latest(kept: OrderedDict[str, V], action_id: str, value: V) -> list[V]:
+    """`value` kept as the action's newest, the ONLINE_INPUT_PRIOR_ACTIONS actions fitted last
+    kept in all: their values, what the prior, slopes and powers lent are learned from."""
+    kept[action_id] = value
+    kept.move_to_end(action_id)
+    while len(kept) > config.ONLINE_INPUT_PRIOR_ACTIONS:
+        kept.popitem(last=False)
+    return list(kept.values())
 
 
 def _slopes_for(borrowed: Mapping[str, float], names: Sequence[str]) -> Lent:
