@@ -1191,3 +1191,36 @@ def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes
     assert lent is not None
     slopes = next(f.design.slopes for f in lent.fits if f.design.slopes)
     assert slopes == (models.borrowed["batch"],) and slopes != (0.8,)
+
+
+def test_a_young_action_s_borrowed_power_law_takes_the_spread_the_pooled_slopes_leave() -> None:
+    """A young action's power law with other actions' slopes is the level plus those slopes:
+    how far such a law misses from one run to the next is the spread the population's pooled
+    slopes leave (`AtInputs.log_scale`), not the spread of peaks inputs and all, which counts
+    the inputs' own effect as scatter. With two runs the prior is most of the fit's scale, so
+    its third execution was sized a third wider than its second, which the population served
+    with the narrower spread. Never wider than the population's spread; from the third run,
+    when designs of the action's own shape compete with it, the population's again."""
+    models = ActionModels()
+    young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0}), run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0})]
+    lent = (("batch", 0.8),)
+    wide, pooled = 0.4, 0.1
+
+    def served(pooled_log_scale: float | None, runs: list[Sample] = young) -> Predictive:
+        model = models.get("young", runs, wide, lent, pooled_log_scale)
+        assert model is not None
+        found = model.predict({"batch": 16.0})
+        assert found is not None and found[1].design.slopes == (0.8,)
+        return found[0]
+
+    def width(need: Predictive) -> float:
+        return need.quantile(0.95) / need.quantile(0.5)
+
+    before, after = served(None), served(pooled)
+    assert width(after) - 1 < 0.6 * (width(before) - 1)
+    truth = 3000.0 * 17 ** 0.8
+    assert after.quantile(0.95) > truth
+    assert width(served(0.9)) == pytest.approx(width(before))
+    third = [run(3000.0 * 9 ** 0.8, 0, {"batch": 8.0}), *(
+        replace(r, at=r.at - timedelta(hours=1)) for r in young)]
+    assert width(served(pooled, third)) == pytest.approx(width(served(None, third)))

@@ -719,14 +719,18 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent
     return tuple(cores)
 
 
-def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | None = None
-           ) -> ActionModel | None:
+def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | None = None,
+           slopes_prior: float | None = None) -> ActionModel | None:
     """The designs' fits for this prior scale, best first; `input_prior`, when known, is the
-    prior of the designs on the inputs, learned across actions (ONLINE_INPUT_PRIOR_ACTIONS)."""
+    prior of the designs on the inputs, learned across actions (ONLINE_INPUT_PRIOR_ACTIONS);
+    `slopes_prior`, when given, that of the power law with other actions' slopes
+    (`_slopes_prior`)."""
     if not cores:
         return None
     priors = [input_prior if input_prior is not None and c.design.features
-              and not c.design.slopes else prior_log_scale for c in cores]
+              and not c.design.slopes else
+              slopes_prior if slopes_prior is not None and c.design.slopes
+              else prior_log_scale for c in cores]
     fits = [_finish(c, prior) for c, prior in zip(cores, priors, strict=True)]
     posteriors = [f.change_posterior(prior) for f, prior in zip(fits, priors, strict=True)]
     ranked = sorted(zip(fits, posteriors, cores, strict=True),
@@ -737,6 +741,22 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
         replace(f.with_changes(post), own=_own_tail(core, f), seen=_seen(core))
         if i in serving else f
         for i, (f, post, core) in enumerate(ranked)))
+
+
+def _slopes_prior(runs: int, prior_log_scale: float, pooled_log_scale: float | None
+                  ) -> float | None:
+    """The prior spread of a young action's power law with other actions' slopes while it has
+    too few runs for any design of its own shape (ONLINE_BORROW_POWERS_MIN_RUNS): the spread
+    the population's pooled slopes leave from one run to the next (`AtInputs.log_scale`, never
+    above the population's), which is how far a level plus those slopes misses; None (the
+    population's spread) from then on. With two runs the prior is most of the fit's scale,
+    and the spread of peaks inputs and all counted the inputs' own effect as scatter. From
+    three runs the design competes with the lent powers and the action's own designs by
+    leave-one-out loss, and a narrow prior on a shape that is not the action's won where it
+    was wrong (config, ONLINE_BORROW_*)."""
+    if pooled_log_scale is None or runs >= config.ONLINE_BORROW_POWERS_MIN_RUNS:
+        return None
+    return min(pooled_log_scale, prior_log_scale)
 
 
 def fit_action(samples: Sequence[Sample], feature_names: Sequence[str],
@@ -862,7 +882,9 @@ class ActionModels:
             # names it has are not known before its history is read, on a miss).
             borrowed = self._borrowed_version if young else -1
             pooled_key = pooled if young else ()
-            key = (*history, round(prior_log_scale, 3), input_prior, borrowed, pooled_key)
+            slopes_prior = _slopes_prior(len(samples), prior_log_scale, pooled_log_scale)
+            key = (*history, round(prior_log_scale, 3), input_prior, borrowed, pooled_key,
+                   slopes_prior)
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
@@ -883,7 +905,7 @@ class ActionModels:
         if cores is None:
             cores = _cores(samples, common_features(samples) if names is None else names,
                            slopes, powers)
-        model = _model(cores, prior_log_scale, input_prior)
+        model = _model(cores, prior_log_scale, input_prior, slopes_prior)
         spread = None if refinish else input_spread(cores)
         own = None if refinish else own_slopes(cores)
         powers_shown = None if refinish else own_powers(cores)
