@@ -109,7 +109,8 @@ as the input prior's grid does). Why: before its own designs on the inputs can b
 more than it has inputs), a young action's next request, with a batch four times its first ones,
 was sized as they were; the generated input-dependent workload's OOMs were all in its runs 3 to 9.
 It competes with the action's other designs by leave-one-out loss as every design does, from two
-runs on, with the population's spread as its prior: it is not the action's own shape. Past
+runs on, with the population's spread as its prior from its third run (it is not the action's
+own shape; before, the spread the pooled slopes leave: below). Past
 ONLINE_BORROW_MAX_RUNS its own designs have had the runs to learn their slopes. Measured in process
 (`recommender evaluate --runner in-process --trace T --seed N`; first-run OOMs at reserved GB-h):
 generated input-dependent seeds 7/1/2/3 9/5/4/5 at 11,979/12,844/14,181/13,290 -> 6/4/3/4 at
@@ -149,7 +150,27 @@ sequence length beside everyone's batch size) is left out of the power law, whic
 others (before, any such input withheld the design). Measured in process (2026-12-04, on a4c5f9c):
 shapes seeds 5/1/2 19/17/13 first-run OOMs at 23,936/21,747/24,373 GB-h -> 17/17/13 at
 23,870/21,741/24,360; the generated seed 7 (whose actions share their inputs' names) and step seed
-3 (one input) the same to the GB-h."""
+3 (one input) the same to the GB-h.
+With two runs (an action's third execution), when no design of the action's own shape can be fitted
+yet, the design's prior is the run-to-run spread the population's pooled slopes leave
+(population.AtInputs.log_scale, never above the population's; online._slopes_prior): with two runs
+the prior is most of the fit's scale, and the population's spread counts the inputs' own effect as
+scatter (on the generated workload, 0.30 to 0.37 in log where the pooled slopes leave 0.16 to 0.17;
+on shapes, 0.61 to 0.74 against 0.30 to 0.35). The population serves the second execution with that
+narrower spread, and the third reserved more than it did: on the generated workload with 1,000
+actions (seed 7, in process, each execution's first slice) 1.59x the oracle, against the second's
+1.37x; now 1.41x (the first and second 1.58x and 1.37x -> 1.59x and 1.39x: the young actions'
+record, core.calibration, moved with it). Measured in process (2026-12-05, first-run OOMs at
+reserved GB-h, before -> after): generated with 1,000 actions seeds 7/1/2/3 30/30/27/29 at
+15,092/15,341/15,960/15,706 -> 28/29/26/27 at 14,915/15,464/15,680/15,500 (1.29-1.31x; 116 -> 110
+OOMs at 0.9 % less memory in all); with 40 actions seeds 7/1/2 3/2/1 at 11,685/12,504/13,739 ->
+3/2/1 at 11,674/12,496/13,717; shapes seeds 5/1 15/12 at 23,119/21,349 -> 14/10 at 23,020/21,153;
+step seed 7 the same 17 at 11,193 (GenTD26 and two modes carry no inputs). Tried and not kept: that
+prior at every run up to ONLINE_BORROW_MAX_RUNS (the same runs): 1,000 actions seeds 7/1/2/3
+29/26/26/29 at 14,941/15,506/15,791/15,680 GB-h, but with 40 actions seeds 7/1/2 6/2/3 at
+11,723/12,482/13,707: five OOMs more, in the actions' runs 3 to 9, where the design with a narrow
+prior on a shape not the action's own won the leave-one-out comparison (as the learned prior tried
+above did)."""
 
 ONLINE_BORROW_POWERS_MIN_RUNS = 3
 """From this many runs (two parameters and one spare, for a leave-one-out error) a young action (up
@@ -188,7 +209,12 @@ draw, seed 7, counting each execution's first slice): the population's view serv
 third execution too (its two runs weighed against the other actions, as its second run is), ahead
 of the online designs: 30 -> 21 OOMs and the third executions 1.60x -> 1.43x the oracle, but the
 first and second 1.58x -> 1.66x and 1.38x -> 1.50x (the young actions' record, core.calibration,
-learns from every young first attempt), 2 % more memory in all."""
+learns from every young first attempt), 2 % more memory in all.
+Again (2026-12-05, in process, the same draw) with the record kept apart for the population's
+attempts and the online models' (below, CALIBRATION_*): 22 OOMs at 15,302 GB-h (1.32x) against 30 at
+15,092, the first and second executions still 1.58x -> 1.65x and 1.37x -> 1.50x (the population's
+record now counts third executions too), GenTD26 by the hour 17 OOMs at 117,580 -> 119,408 GB-h. Not
+kept."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions
@@ -431,7 +457,19 @@ the action's own runs, from ONLINE_SEEN_MIN_RUNS on, as the count of its runs pa
 its model's). parvagpu's round 1 0.38 -> 0.35 extra slices (densenet121-b128, ten runs at 30 GB:
 its 3.4 % at 40 GB raised to 13.8 % sent it to the card), but GenTD26 by the hour 17 -> 21 OOMs,
 by 30 minutes 49 -> 56, by 15 minutes 85 -> 91, for 0.6-0.7 % less memory; two modes the same
-OOMs."""
+OOMs.
+Tried and not kept (2026-12-05, in process; first-run OOMs at reserved GB-h): a record apart for
+each source of a young action's need (the population's view of its first two executions, the online
+models' from its third): generated with 1,000 actions seed 7 30 at 15,092 -> 31 at 15,266, GenTD26
+by the hour 17 at 117,580 -> 119,141, two modes seed 2 16 at 21,372 -> 21,323, step seed 7 the same:
+pooled, the record has more attempts at each size and moves less by chance. On that draw the record
+is what makes the population's first two executions cheap: with it kept apart and not applied to
+them, 1.58x -> 1.76x and 1.37x -> 1.61x the oracle (each execution's first slice), 30 -> 18 OOMs at
+15,988 GB-h. Nor the population's own errors as the tail of its view (predictive.OwnTail over how
+far its view of each action's first and second runs missed, the t worth 30 actions): 23 OOMs at
+15,414 GB-h, the first three executions 1.61x, 1.42x and 1.64x (before, the first executions'
+chances added up to 6.3 OOMs and 3 ran out, the second's to 6.5 and 11 did: too few to tell a tail
+from chance)."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
