@@ -165,12 +165,15 @@ reserved GB-h, before -> after): generated with 1,000 actions seeds 7/1/2/3 30/3
 15,092/15,341/15,960/15,706 -> 28/29/26/27 at 14,915/15,464/15,680/15,500 (1.29-1.31x; 116 -> 110
 OOMs at 0.9 % less memory in all); with 40 actions seeds 7/1/2 3/2/1 at 11,685/12,504/13,739 ->
 3/2/1 at 11,674/12,496/13,717; shapes seeds 5/1 15/12 at 23,119/21,349 -> 14/10 at 23,020/21,153;
-step seed 7 the same 17 at 11,193 (GenTD26 and two modes carry no inputs). Tried and not kept: that
-prior at every run up to ONLINE_BORROW_MAX_RUNS (the same runs): 1,000 actions seeds 7/1/2/3
-29/26/26/29 at 14,941/15,506/15,791/15,680 GB-h, but with 40 actions seeds 7/1/2 6/2/3 at
-11,723/12,482/13,707: five OOMs more, in the actions' runs 3 to 9, where the design with a narrow
-prior on a shape not the action's own won the leave-one-out comparison (as the learned prior tried
-above did)."""
+models seeds 1/2 2/4 at 15,570/17,619 -> 3/5 at 15,542/17,599 (its third executions 1.39x -> 1.24x
+and one OOM fewer there on seed 1, but an action ran out twice at 40 GB in its runs 20 to 22 at a
+stated 7 %, the next slice twice the size: the young actions' record moved with the third
+executions' chances; more than those OOMs are worth by OOM_WAIT_GPUS, kept for the rest); step seed
+7 the same 17 at 11,193 (GenTD26 and two modes carry no inputs). Tried and not kept: that prior at
+every run up to ONLINE_BORROW_MAX_RUNS (the same runs): 1,000 actions seeds 7/1/2/3 29/26/26/29 at
+14,941/15,506/15,791/15,680 GB-h, but with 40 actions seeds 7/1/2 6/2/3 at 11,723/12,482/13,707:
+five OOMs more, in the actions' runs 3 to 9, where the design with a narrow prior on a shape not the
+action's own won the leave-one-out comparison (as the learned prior tried above did)."""
 
 ONLINE_BORROW_POWERS_MIN_RUNS = 3
 """From this many runs (two parameters and one spare, for a leave-one-out error) a young action (up
