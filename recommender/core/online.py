@@ -727,10 +727,8 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
     (`_slopes_prior`)."""
     if not cores:
         return None
-    priors = [input_prior if input_prior is not None and c.design.features
-              and not c.design.slopes else
-              slopes_prior if slopes_prior is not None and c.design.slopes
-              else prior_log_scale for c in cores]
+    priors = [_prior_of_design(c.design, prior_log_scale, input_prior, slopes_prior)
+              for c in cores]
     fits = [_finish(c, prior) for c, prior in zip(cores, priors, strict=True)]
     posteriors = [f.change_posterior(prior) for f, prior in zip(fits, priors, strict=True)]
     ranked = sorted(zip(fits, posteriors, cores, strict=True),
@@ -743,6 +741,17 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
         for i, (f, post, core) in enumerate(ranked)))
 
 
+def _prior_of_design(design: Design, prior_log_scale: float, input_prior: float | None,
+                     slopes_prior: float | None) -> float:
+    """A design's prior spread: the one learned for designs on the inputs, the power law with
+    other actions' slopes its own while it has one (`_slopes_prior`), else the population's."""
+    if design.slopes:
+        return prior_log_scale if slopes_prior is None else slopes_prior
+    if design.features and input_prior is not None:
+        return input_prior
+    return prior_log_scale
+
+
 def _slopes_prior(runs: int, prior_log_scale: float, pooled_log_scale: float | None
                   ) -> float | None:
     """The prior spread of a young action's power law with other actions' slopes while it has
@@ -751,9 +760,9 @@ def _slopes_prior(runs: int, prior_log_scale: float, pooled_log_scale: float | N
     above the population's), which is how far a level plus those slopes misses; None (the
     population's spread) from then on. With two runs the prior is most of the fit's scale,
     and the spread of peaks inputs and all counted the inputs' own effect as scatter. From
-    three runs the design competes with the lent powers and the action's own designs by
-    leave-one-out loss, and a narrow prior on a shape that is not the action's won where it
-    was wrong (config, ONLINE_BORROW_*)."""
+    three runs the design competes by leave-one-out loss with the lent powers (two or more
+    inputs) and soon the action's own designs on the inputs, and with a narrow prior a shape
+    that is not the action's won where it was wrong (config, ONLINE_BORROW_*)."""
     if pooled_log_scale is None or runs >= config.ONLINE_BORROW_POWERS_MIN_RUNS:
         return None
     return min(pooled_log_scale, prior_log_scale)
