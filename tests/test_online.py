@@ -1039,6 +1039,11 @@ def _scaling(batch_power: float, level: float, runs: int, seed: int) -> list[Sam
     return out
 
 
+def _two_runs_on_batch() -> list[Sample]:
+    """A young action whose peak grows as batch^0.8, run twice (newest first)."""
+    return [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0}), run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0})]
+
+
 def test_the_borrowed_slope_is_the_median_of_other_actions_on_a_grid() -> None:
     five = [{"batch": 0.61}, {"batch": 0.7}, {"batch": 0.82, "side": 2.0}, {"batch": 0.9},
             {"batch": 0.72}]
@@ -1055,7 +1060,7 @@ def test_a_young_action_scales_its_first_runs_by_other_actions_slopes() -> None:
         assert models.get(f"old-{a}", samples, 0.3) is not None
     assert models.borrowed["batch"] == pytest.approx(0.8, abs=0.06)
     # A new action ran at batch 2 and 4; its next request is batch 32.
-    young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0}), run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0})]
+    young = _two_runs_on_batch()
     model = models.get("young", young, 0.3)
     assert model is not None
     found = model.predict({"batch": 32.0})
@@ -1174,7 +1179,7 @@ def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes
     lend, but the population's slopes pooled within actions are there. A young action borrows
     them; a slope a grown action lends comes first; without either, no power law is lent."""
     models = ActionModels()
-    young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0}), run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0})]
+    young = _two_runs_on_batch()
     alone = models.get("young", young, 0.3)
     assert alone is not None and not any(f.design.slopes for f in alone.fits)
     model = models.get("young", young, 0.3, (("batch", 0.8),))
@@ -1202,7 +1207,7 @@ def test_a_young_action_s_borrowed_power_law_takes_the_spread_the_pooled_slopes_
     with the narrower spread. Never wider than the population's spread; from the third run,
     when designs of the action's own shape compete with it, the population's again."""
     models = ActionModels()
-    young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0}), run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0})]
+    young = _two_runs_on_batch()
     lent = (("batch", 0.8),)
     wide, pooled = 0.4, 0.1
 
