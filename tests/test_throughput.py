@@ -173,9 +173,9 @@ def test_an_action_never_borrows_from_itself_nor_from_one_neighbour() -> None:
 
 def test_extrapolation_from_one_size_uses_the_population_ratio() -> None:
     """Measured on 3g only: the step up to 7g is a low quantile of what other actions gained
-    between 3g and 7g."""
+    between 3g and 7g (actions that also ran 1g: none of them is of this one's size class)."""
     ratios = [1.2, 1.5, 1.7, 1.8, 1.9, 2.0]
-    pop = population(**{f"o{i}": {3: 100, 7: 100 * r} for i, r in enumerate(ratios)})
+    pop = population(**{f"o{i}": {1: 40, 3: 100, 7: 100 * r} for i, r in enumerate(ratios)})
     curve = fit_curve(table({3: 1000}), pop, "a")
     assert curve is not None
     q = math.exp(float(np.quantile(
@@ -211,10 +211,11 @@ def test_a_flattering_population_step_down_is_not_taken() -> None:
 def test_a_flattering_population_step_up_is_not_taken() -> None:
     """Measured on 3g only, the step up to 4g: the actions that ran both are those earlier
     choices sent to 4g, the curves that still scale there (4g/3g of 1.17-1.24 for six
-    large-batch ones). A curve that stops scaling gains less, and nothing about it says which
-    it is, so the default exponent's gain is taken, the lower of the two; a population step
-    below the default (its actions gained less) is used."""
-    steep = population(**{f"o{i}": {3: 100, 4: 100 * r} for i, r in
+    large-batch ones). A curve that stops scaling gains less, and when those actions are of
+    another size class (they ran 2g too) nothing says which it is, so the default exponent's
+    gain is taken, the lower of the two; a population step below the default (its actions
+    gained less) is used."""
+    steep = population(**{f"o{i}": {2: 60, 3: 100, 4: 100 * r} for i, r in
                           enumerate([1.17, 1.2, 1.23, 1.23, 1.24, 1.24])})
     curve = fit_curve(table({3: 1000}), steep, "a", MEM)
     assert curve is not None
@@ -225,12 +226,40 @@ def test_a_flattering_population_step_up_is_not_taken() -> None:
     assert "default exponent" in curve.describe(A100, 4)
     flat = [1.0, 1.01, 1.02, 1.03, 1.05, 1.1]
     curve = fit_curve(table({3: 1000}),
-                      population(**{f"o{i}": {3: 100, 4: 100 * r} for i, r in enumerate(flat)}),
+                      population(**{f"o{i}": {2: 60, 3: 100, 4: 100 * r}
+                                    for i, r in enumerate(flat)}),
                       "a", MEM)
     q = math.exp(float(np.quantile(
         [math.log(r) for r in flat], config.THROUGHPUT_POPULATION_QUANTILE)))
     assert curve is not None and curve.predict(A100, 4) == pytest.approx(1000 * q)
     assert "as other actions scale" in curve.describe(A100, 4)
+
+
+def test_actions_of_the_same_smallest_size_lend_their_step_up() -> None:
+    """Measured on 2g only (its smallest), the step up to 4g: the actions whose smallest size
+    is 2g too (the memory side sent none of them lower: large batches) scale nearly linearly,
+    and their low quantile is taken although it is kinder than the default; the flat curves
+    of 1g's class, which ran 2g and 4g as well, do not drag it down. Too few peers: the rule
+    for the whole population, as before (its low quantile, no kinder than the default)."""
+    steep = [1.8, 1.85, 1.9, 1.9, 1.95]
+    flat = [0.95, 1.0, 1.0, 1.05, 1.1]
+    members = {f"s{i}": {2: 100, 4: 100 * r} for i, r in enumerate(steep)}
+    members |= {f"f{i}": {1: 90, 2: 100, 4: 100 * r} for i, r in enumerate(flat)}
+    pop = population(**members)
+
+    def low(ratios: list[float]) -> float:
+        return math.exp(float(np.quantile([math.log(r) for r in ratios],
+                                          config.THROUGHPUT_POPULATION_QUANTILE)))
+
+    big = fit_curve(table({2: 1000}), pop, "a", MEM)
+    assert big is not None
+    assert big.predict(A100, 4) == pytest.approx(1000 * low(steep))
+    assert big.predict(A100, 4) > 1000 * 2 ** config.THROUGHPUT_EXPONENT_UP  # the default
+    assert "as the actions whose smallest is 2 scale" in big.describe(A100, 4)
+    few = population(**{k: v for k, v in members.items() if k != "s0"})
+    alone = fit_curve(table({2: 1000}), few, "a", MEM)
+    assert alone is not None and "whose smallest" not in alone.describe(A100, 4)
+    assert alone.predict(A100, 4) < 1000 * 1.5
 
 
 def test_default_extrapolation_counts_memory_slices_too() -> None:

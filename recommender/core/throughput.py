@@ -24,12 +24,15 @@ compute). So an action's curve is built from what is known, in this order, per G
    few did, the most cautious time per item of serial, compute and bandwidth parts through
    the two (`time_bound`), or, where none fits, the lower of the compute and the
    compute-and-memory readings.
-4. **Extrapolation** outside the measured range: from the nearest measured size with a low
-   quantile of the ratio seen across the GPU model's actions between those two sizes, or, when
-   too few ran both, the two steps through a size between them added (`Population.chained`),
-   or cautious default exponents (applied to the lower of the compute and the
-   compute-and-memory readings). The population's step is used only when it is no kinder
-   than the default, in either direction: the actions that ran both sizes are a biased sample.
+4. **Extrapolation** outside the measured range: upwards, from the largest measured size with a
+   low quantile of the ratio seen between the two sizes by the actions whose smallest measured
+   size is the action's own (its memory class: large batches scale, small ones saturate); else
+   from the nearest measured size with a low quantile of the ratio seen across the GPU model's
+   actions between those two sizes, or, when too few ran both, the two steps through a size
+   between them added (`Population.chained`), or cautious default exponents (applied to the
+   lower of the compute and the compute-and-memory readings). The whole population's step is
+   used only when it is no kinder than the default, in either direction: the actions that ran
+   both sizes are a biased sample, which the memory class's peers are much less.
 
 **Scaling efficiency**: a runner reports throughput per worker, and `count` workers may deliver
 less than `count` times one (a shared input pipeline, a shared parameter server). Executions with
@@ -347,12 +350,18 @@ class Population:
         # costs a worker.
         return float(pred[nearest].min()), f"{len(nearest)} similar actions"
 
-    def ratio(self, model: str, k: int, c: int, exclude: str) -> float | None:
-        """A low quantile of log t(c) - log t(k) across the model's actions, or None."""
+    def ratio(self, model: str, k: int, c: int, exclude: str, smallest: int = 0
+              ) -> float | None:
+        """A low quantile of log t(c) - log t(k) across the model's actions, or None. With
+        `smallest`, across those whose smallest measured size is that one only."""
         found = self._ran(model, c, exclude)
         if found is None or k not in found[1]:
             return None
         sub, col = found
+        if smallest:
+            if smallest not in col:
+                return None
+            sub = sub[np.argmax(~np.isnan(sub), axis=1) == col[smallest]]
         d = sub[:, col[c]] - sub[:, col[k]]
         d = d[~np.isnan(d)]
         if len(d) < config.THROUGHPUT_MIN_POPULATION:
@@ -501,6 +510,15 @@ class ThroughputCurve:
         if mem.get(k, 0) > 0 and mem.get(c, 0) > 0:
             steps.append(math.log(c * mem[c] / (k * mem[k])) / 2)
         default = min(exponent * x for x in steps)
+        if c > k:  # no action ran below its own smallest size: peers only ever lend upwards
+            peers = self.population.ratio(model, k, c, self.action_id, smallest=min(own))
+            if peers is not None:
+                # Actions whose smallest size is this one's: the same memory class (the
+                # memory side sends each action to the smallest slice that holds it), and
+                # memory is what sets how a workload scales (a large batch fills the SMs a
+                # small one leaves idle). Among them the step is no flattery: taken either way.
+                return (own[k] + peers,
+                        f"from {k} slices, as the actions whose smallest is {min(own)} scale")
         step = self.population.ratio(model, k, c, self.action_id)
         how = "as other actions scale"
         if step is None:
