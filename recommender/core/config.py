@@ -789,7 +789,21 @@ THROUGHPUT_MIN_POPULATION = 5
 """Fewest actions (of the same GPU model, measured at both sizes) before the population's ratio
 between two sizes is read when extrapolating from one measured size; it replaces the default
 exponent only where it is the more cautious of the two (those actions are the ones earlier
-choices sent to both sizes, a biased sample in either direction)."""
+choices sent to both sizes, a biased sample in either direction).
+Upwards, the same count of actions whose smallest measured size is the action's own (its memory
+class: the memory side sends each action to the smallest slice that holds it) lends its step whether
+kinder than the default or not (throughput.ThroughputCurve._extrapolate): a class's curves are
+alike, or its low quantile is cautious (on ParvaGPU's A100 table with one process per instance the
+11 actions that do not fit 1g.10gb gain with exponent 0.80 to 0.95 from 2g.20gb to 7g.80gb, the 67
+that fit it anything from 0 to 0.96 from 1g.10gb), so the selection that makes the whole
+population's kinder step flattery matters much less. Measured 2026-12-05 on `python -m bench
+parvagpu`: round 1 91.2 % cheapest / 0.38 extra slices -> 92.3 % / 0.25, round 2 96.4 % / 0.07 ->
+97.4 % / 0.05 (densenet121-b64 and densenet169-b32, measured on 2g.20gb only, no longer take 7g.80gb
+x 7 for 4x the 7g throughput); on the 28 held-out rounds (`python -m bench.throughput_targets
+--held-out`) round 1 75.6 % / 0.81 with 8 targets missed -> 75.7 % / 0.77 with 8, round 2 84.8 % /
+0.34 with 5 -> 84.9 % / 0.34 with 5 (the table's curves with 2, 3 and 4 processes per instance:
+round 1 0.88/0.91/0.99 -> 0.75/0.77/0.94 extra slices). The peers' two steps through a size between
+them (as `Population.chained`) changed nothing more: not kept."""
 
 THROUGHPUT_POPULATION_QUANTILE = 0.10
 """Extrapolating from one measured size, with no shape to match, the step to another size is
