@@ -255,10 +255,11 @@ def test_actions_of_the_same_smallest_size_lend_their_step_up() -> None:
     assert big is not None
     assert big.predict(A100, 4) == pytest.approx(1000 * low(steep))
     assert big.predict(A100, 4) > 1000 * 2 ** config.THROUGHPUT_EXPONENT_UP  # the default
-    assert "as the actions whose smallest is 2 scale" in big.describe(A100, 4)
+    assert "as actions whose smallest measured size is also 2 slices scale" in big.describe(
+        A100, 4)
     few = population(**{k: v for k, v in members.items() if k != "s0"})
     alone = fit_curve(table({2: 1000}), few, "a", MEM)
-    assert alone is not None and "whose smallest" not in alone.describe(A100, 4)
+    assert alone is not None and "smallest measured" not in alone.describe(A100, 4)
     assert alone.predict(A100, 4) < 1000 * 1.5
 
 

@@ -361,6 +361,7 @@ class Population:
         if smallest:
             if smallest not in col:
                 return None
+            # Columns ascend by size: each row's first measured column is its smallest size.
             sub = sub[np.argmax(~np.isnan(sub), axis=1) == col[smallest]]
         d = sub[:, col[c]] - sub[:, col[k]]
         d = d[~np.isnan(d)]
@@ -511,14 +512,16 @@ class ThroughputCurve:
             steps.append(math.log(c * mem[c] / (k * mem[k])) / 2)
         default = min(exponent * x for x in steps)
         if c > k:  # no action ran below its own smallest size: peers only ever lend upwards
-            peers = self.population.ratio(model, k, c, self.action_id, smallest=min(own))
+            least = min(own)
+            peers = self.population.ratio(model, k, c, self.action_id, smallest=least)
             if peers is not None:
-                # Actions whose smallest size is this one's: the same memory class (the
-                # memory side sends each action to the smallest slice that holds it), and
-                # memory is what sets how a workload scales (a large batch fills the SMs a
-                # small one leaves idle). Among them the step is no flattery: taken either way.
-                return (own[k] + peers,
-                        f"from {k} slices, as the actions whose smallest is {min(own)} scale")
+                # Actions whose smallest measured size is this one's: its memory class (the
+                # memory side sends each action to the smallest slice that holds it), and a
+                # batch large enough to need more memory fills SMs a small one leaves idle.
+                # Within a class the selection that makes the whole population's kinder step
+                # flattery matters much less (THROUGHPUT_MIN_POPULATION): taken either way.
+                return (own[k] + peers, f"from {k} slices, as actions whose smallest measured "
+                        f"size is also {least} slices scale")
         step = self.population.ratio(model, k, c, self.action_id)
         how = "as other actions scale"
         if step is None:
