@@ -386,7 +386,12 @@ OOMs cost by OOM_WAIT_GPUS: a pod's windows are not independent draws, so a long
 says less than the formula assumes. ONLINE_SEEN_RECENT 30 instead of 20 (the same runs, from 5): two
 modes seeds 1/2/3/4 6/16/12/5 -> 5/16/12/4 OOMs within 0.05 % of memory, GenTD26 by the hour the
 same, but by 15 minutes 85 -> 82 at 102,541 -> 103,771 GB-h and by 30 minutes 49 -> 48 at 111,491 ->
-112,580: again more memory than the OOMs are worth by OOM_WAIT_GPUS."""
+112,580: again more memory than the OOMs are worth by OOM_WAIT_GPUS. ONLINE_SEEN_RECENT 40
+(2026-12-05, in process; 80 gave the same on two modes seeds 1-4, step seeds 3/7 and GenTD26 by the
+hour): two modes seeds 1-6 6/16/11/5/18/8 -> 5/16/11/4/12/7 OOMs for up to 1.1 % more memory (seeds
+2 and 3, where VPA has fewer, unchanged), step seeds 3/7/8/11 and GenTD26 by the hour the same,
+GenTD26 by 15 minutes 85 -> 80 at 102,557 -> 104,873 GB-h and by 30 minutes 49 -> 47 at 111,524 ->
+113,227: the same trade, not kept."""
 
 CALIBRATION_YOUNG_RUNS = 30
 CALIBRATION_PRIOR = 1.0
