@@ -477,7 +477,16 @@ them, 1.58x -> 1.76x and 1.37x -> 1.61x the oracle (each execution's first slice
 far its view of each action's first and second runs missed, the t worth 30 actions): 23 OOMs at
 15,414 GB-h, the first three executions 1.61x, 1.42x and 1.64x (before, the first executions'
 chances added up to 6.3 OOMs and 3 ran out, the second's to 6.5 and 11 did: too few to tell a tail
-from chance)."""
+from chance). Tried and not kept (2026-12-05, in process; first-run OOMs at reserved GB-h): the
+record only ever raising a chance (its factor at least 1): two modes seeds 1-4 6/16/11/5 -> 6/14/9/5
+and step seeds 3/7 12/17 -> 11/16, but GenTD26 by the hour 117,580 -> 123,629 GB-h (1.37x -> 1.44x)
+and generated with 1,000 actions seed 7 28 at 14,915 -> 12 at 16,301 (1.29x -> 1.41x): its lowering
+is what makes young actions cheap. Nor the factor applied to the model's own chance before the
+action's count of its runs past the size (predictive.SeenPeaks), so that the count is not lowered
+with it (two modes seed 2's modes-0017, runs 19-21: 11.2/9.7/8.6 % from its model and count,
+8.1/7.0/6.3 % after the record, under the 8.3 % where 80 GB beats 40 GB; it ran out at run 21): two
+modes seeds 1-4 6/16/10/5 at 14,332/21,405/17,496/15,709 GB-h, GenTD26 by the hour 17 at 118,064
+(+0.4 %), the rest the same."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
