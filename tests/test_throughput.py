@@ -33,6 +33,12 @@ def table(values: dict[int, float], model: str = A100) -> list[ThroughputSample]
     return [ThroughputSample(model, c, t) for c, t in values.items()]
 
 
+def low_step(ratios: list[float]) -> float:
+    """The population's step as a ratio: the low quantile of the log ratios it is read at."""
+    return math.exp(float(np.quantile([math.log(r) for r in ratios],
+                                      config.THROUGHPUT_POPULATION_QUANTILE)))
+
+
 # --- measured sizes and interpolation -----------------------------------------------------
 
 def test_measured_sizes_are_exact_and_one_slow_run_does_not_move_them() -> None:
@@ -178,8 +184,7 @@ def test_extrapolation_from_one_size_uses_the_population_ratio() -> None:
     pop = population(**{f"o{i}": {1: 40, 3: 100, 7: 100 * r} for i, r in enumerate(ratios)})
     curve = fit_curve(table({3: 1000}), pop, "a")
     assert curve is not None
-    q = math.exp(float(np.quantile(
-        [math.log(r) for r in ratios], config.THROUGHPUT_POPULATION_QUANTILE)))
+    q = low_step(ratios)
     assert curve.predict(A100, 7) == pytest.approx(1000 * q)
     assert curve.predict(A100, 7) < 1000 * 1.5  # biased low: missing the target is worse
     assert "as other actions scale" in curve.describe(A100, 7)
@@ -202,8 +207,7 @@ def test_a_flattering_population_step_down_is_not_taken() -> None:
     steep = [0.3, 0.35, 0.4, 0.45, 0.5, 0.6]
     lossy = population(**{f"o{i}": {3: 100 * r, 7: 100} for i, r in enumerate(steep)})
     curve = fit_curve(table({7: 1000}), lossy, "a", MEM)
-    q = math.exp(float(np.quantile(
-        [math.log(r) for r in steep], config.THROUGHPUT_POPULATION_QUANTILE)))
+    q = low_step(steep)
     assert curve is not None and curve.predict(A100, 3) == pytest.approx(1000 * q)
     assert q * 1000 < default
 
@@ -229,8 +233,7 @@ def test_a_flattering_population_step_up_is_not_taken() -> None:
                       population(**{f"o{i}": {2: 60, 3: 100, 4: 100 * r}
                                     for i, r in enumerate(flat)}),
                       "a", MEM)
-    q = math.exp(float(np.quantile(
-        [math.log(r) for r in flat], config.THROUGHPUT_POPULATION_QUANTILE)))
+    q = low_step(flat)
     assert curve is not None and curve.predict(A100, 4) == pytest.approx(1000 * q)
     assert "as other actions scale" in curve.describe(A100, 4)
 
@@ -247,13 +250,9 @@ def test_actions_of_the_same_smallest_size_lend_their_step_up() -> None:
     members |= {f"f{i}": {1: 90, 2: 100, 4: 100 * r} for i, r in enumerate(flat)}
     pop = population(**members)
 
-    def low(ratios: list[float]) -> float:
-        return math.exp(float(np.quantile([math.log(r) for r in ratios],
-                                          config.THROUGHPUT_POPULATION_QUANTILE)))
-
     big = fit_curve(table({2: 1000}), pop, "a", MEM)
     assert big is not None
-    assert big.predict(A100, 4) == pytest.approx(1000 * low(steep))
+    assert big.predict(A100, 4) == pytest.approx(1000 * low_step(steep))
     assert big.predict(A100, 4) > 1000 * 2 ** config.THROUGHPUT_EXPONENT_UP  # the default
     assert "as actions whose smallest measured size is also 2 slices scale" in big.describe(
         A100, 4)
@@ -372,14 +371,10 @@ def test_a_step_no_action_ran_is_chained_through_a_size_between() -> None:
                      **{f"q{i}": {4: 100, 7: 100 * r} for i, r in enumerate(on)})
     curve = fit_curve(table({2: 1000}), pop, "a")
     assert curve is not None
-
-    def q(rs: list[float]) -> float:
-        return float(np.quantile([math.log(r) for r in rs], config.THROUGHPUT_POPULATION_QUANTILE))
-
-    assert curve.predict(A100, 7) == pytest.approx(1000 * math.exp(q(up) + q(on)))
+    assert curve.predict(A100, 7) == pytest.approx(1000 * low_step(up) * low_step(on))
     assert "step by step" in curve.describe(A100, 7)
-    assert math.exp(q(up) + q(on)) < (7 / 2) ** config.THROUGHPUT_EXPONENT_UP
-    assert curve.predict(A100, 4) == pytest.approx(1000 * math.exp(q(up)))  # direct
+    assert low_step(up) * low_step(on) < (7 / 2) ** config.THROUGHPUT_EXPONENT_UP
+    assert curve.predict(A100, 4) == pytest.approx(1000 * low_step(up))  # direct
     # A size outside (2, 7) is no bridge: down to 1g and back up mixes two biased samples.
     detour = population(**{f"p{i}": {1: 100, 2: 100 * r} for i, r in enumerate(up)},
                         **{f"q{i}": {1: 100, 7: 100 * r} for i, r in enumerate(on)})

@@ -503,14 +503,6 @@ class ThroughputCurve:
     def _extrapolate(self, model: str, own: Mapping[int, float], k: int, c: int
                      ) -> tuple[float, str]:
         """Level at c from the nearest measured size k, outside the measured range."""
-        exponent = config.THROUGHPUT_EXPONENT_DOWN if c < k else config.THROUGHPUT_EXPONENT_UP
-        # The same two readings as interpolation, the cautious one taken: 4g.40gb over 3g.40gb
-        # adds compute but no memory slice, so not the bandwidth a compute-bound batch needs.
-        steps = [math.log(c / k)]
-        mem = self.memory_slices.get(model, {})
-        if mem.get(k, 0) > 0 and mem.get(c, 0) > 0:
-            steps.append(math.log(c * mem[c] / (k * mem[k])) / 2)
-        default = min(exponent * x for x in steps)
         if c > k:  # no action ran below its own smallest size: peers only ever lend upwards
             least = min(own)
             peers = self.population.ratio(model, k, c, self.action_id, smallest=least)
@@ -522,6 +514,14 @@ class ThroughputCurve:
                 # flattery matters much less (THROUGHPUT_MIN_POPULATION): taken either way.
                 return (own[k] + peers, f"from {k} slices, as actions whose smallest measured "
                         f"size is also {least} slices scale")
+        exponent = config.THROUGHPUT_EXPONENT_DOWN if c < k else config.THROUGHPUT_EXPONENT_UP
+        # The same two readings as interpolation, the cautious one taken: 4g.40gb over 3g.40gb
+        # adds compute but no memory slice, so not the bandwidth a compute-bound batch needs.
+        steps = [math.log(c / k)]
+        mem = self.memory_slices.get(model, {})
+        if mem.get(k, 0) > 0 and mem.get(c, 0) > 0:
+            steps.append(math.log(c * mem[c] / (k * mem[k])) / 2)
+        default = min(exponent * x for x in steps)
         step = self.population.ratio(model, k, c, self.action_id)
         how = "as other actions scale"
         if step is None:
