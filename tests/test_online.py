@@ -603,6 +603,46 @@ def test_an_input_constant_within_actions_places_a_new_one_by_its_slope_across_t
         100 ** 0.8, rel=0.05)  # by the figures, not by a slope counted twice
 
 
+def _footprints(actions: int) -> list[PopulationSample]:
+    """Actions whose memory is a footprint (1.5 to 8 GB) plus activations that grow with the
+    batch (20 to 300 MiB an item), each declaring what it needs at a batch of 64: no single
+    power of the batch fits them all, and how far a first run lies from the declared figure
+    depends on both."""
+    rng = random.Random(3)
+    rows = []
+    for a in range(actions):
+        base, per_item = rng.uniform(1500, 8000), rng.uniform(20, 300)
+        for k in range(3):
+            batch = float(2 ** rng.randint(0, 6))
+            rows.append(PopulationSample(
+                f"f{a}", k * 3600.0, (base + per_item * batch) * math.exp(rng.gauss(0, 0.03)),
+                declared_mib=base + per_item * 64, features={"batch_size": batch}))
+    return rows
+
+
+def test_a_new_action_is_read_from_the_actions_nearest_its_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of 64 declaring 20 GB needs about 20 GB: the first runs of the actions nearest
+    it (in batch and declared memory) say so, a p95 within a slice of it, where the one power
+    law across all the actions put it near 30 GB. A request without the input is measured by
+    its declared memory alone; with fewer than POPULATION_NEAREST_MIN_ACTIONS actions the
+    power law serves."""
+    pop = build_population(_footprints(200))
+    est = default_estimator(population=lambda: pop)
+    near = est.estimate(Evidence(NOW, features={"batch_size": 64.0}, declared_mib=20000))
+    assert near is not None and near.source == POPULATION
+    assert "the 30 of 200 actions nearest this request (by batch_size, declared memory)" in (
+        near.detail)
+    assert 20000 * 1.03 < near.mib < 24000
+    blind = est.estimate(Evidence(NOW, declared_mib=20000))
+    assert blind is not None and "(by declared memory)" in blind.detail
+    monkeypatch.setattr(config, "POPULATION_NEAREST_MIN_ACTIONS", 201)
+    pop = build_population(_footprints(200))
+    whole = est.estimate(Evidence(NOW, features={"batch_size": 64.0}, declared_mib=20000))
+    assert whole is not None and "nearest" not in whole.detail
+    assert whole.mib > 28000
+
+
 def test_inputs_that_explain_nothing_leave_the_population_as_it_was() -> None:
     """Peaks that do not move with the input: no part of the population is moved to it."""
     pop = build_population(_growing(slope=0.0, runs=5))

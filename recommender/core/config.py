@@ -653,6 +653,15 @@ the size drawn apart from the level (unrelated), seed 1 the same to the GB-h (6 
 no slope is kept. Workloads whose inputs vary within actions are left as they were: generated
 seed 7 6 OOMs at 11,842, step seed 7 17 at 11,166, shapes seed 5 15 at 23,456 -> 23,432."""
 
+POPULATION_NEAREST = 30
+POPULATION_NEAREST_MIN_ACTIONS = 60
+"""A new action's first run is read from the POPULATION_NEAREST actions whose first runs were
+nearest its request (`core.neighbours`), once POPULATION_NEAREST_MIN_ACTIONS have run: 30 give
+the spread with 29 degrees of freedom (within about 13 %), and with fewer than 60 they would be
+half the population or more, no longer near. Why: the one power law and spread across actions
+(`core.population`) fit a footprint-plus-activations memory only on average, and are wide where
+it is narrow (a batch of 1: every action's footprint). MEASURED_NEAREST below."""
+
 POPULATION_DEFAULT_LOG_SCALE = 0.25
 POPULATION_MIN_LOG_SCALE = 0.05
 """The typical run-to-run spread of an action's log peak: learned as the median over actions

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from recommender.core import config
 from recommender.core.calibration import EMPTY, CalibrationSample, SliceCalibration
+from recommender.core.neighbours import Nearest
 from recommender.core.predictive import Predictive
 
 FloatArray = NDArray[np.float64]
@@ -142,6 +143,11 @@ class Population:
     stated for them (`core.calibration`), read with the population."""
     rows: int = 0
     """How many executions it was read from: when to read it again (`UseCases`)."""
+    nearest: Nearest | None = field(default=None, compare=False, repr=False)
+    """The actions' first runs by their inputs: a new action's are read from the ones nearest
+    its request, once there are enough (`core.neighbours`)."""
+    nearest_declared: Nearest | None = field(default=None, compare=False, repr=False)
+    """The same for the declared ratios, by the inputs and the declared memory."""
 
     def prior(self, declared_mib: float, first_run_mib: float = 0.0,
               features: Mapping[str, float] | None = None,
@@ -163,18 +169,28 @@ class Population:
         if spread is None:
             return None
         at = math.log(declared_mib) if declared else 0.0
+        nearest = self.nearest_declared if declared else self.nearest
+        around = (nearest.around(features or {}, declared_mib, moved is not None)
+                  if nearest is not None and first_run_mib <= 0 else None)
+        if around is not None and nearest is not None:
+            spread = Spread(around.loc, around.scale, around.actions)
+            among = (f"the {around.actions} of {nearest.actions} actions nearest this request "
+                     f"({nearest.said(features or {}, declared_mib)})")
+        else:
+            among = f"{spread.actions} actions" if declared else f"{spread.actions} other actions"
         if declared:
             why = (f"declared {declared_mib:,.0f} MiB x {math.exp(spread.loc):.2f}, how first "
-                   f"peaks relate to declared memory across {spread.actions} actions")
+                   f"peaks relate to declared memory across {among}")
         else:
-            why = f"first peaks of {spread.actions} other actions"
+            why = f"first peaks of {among}"
         prior = spread.predictive(at)
         shift: Callable[[Mapping[str, float]], float] = _unmoved
         if moved is not None and inputs is not None:
             shift = inputs.shift
             why += f" at this request's inputs ({inputs.said()})"
-            widened = 1.0 + inputs.leverage(features or {})
-            prior = replace(prior, scale=prior.scale * math.sqrt(widened))
+            if around is None:  # the neighbours' spread is already that near the request
+                widened = 1.0 + inputs.leverage(features or {})
+                prior = replace(prior, scale=prior.scale * math.sqrt(widened))
         if first_run_mib > 0:
             prior = after_one_run(
                 prior, math.log(first_run_mib) - shift(first_features or {}),
@@ -260,10 +276,20 @@ def build_population(samples: Sequence[PopulationSample],
     declared = _across(_ratios(by_action, lambda _: 0.0), log_scale)
     pooled = _pooled_slopes(logs)
     step = config.ONLINE_BORROW_SLOPE_STEP
+    at_inputs = _at_inputs(by_action, logs, pooled, first, declared, log_scale)
+    firsts = [runs[0] for runs in by_action.values()]
+    least = at_inputs.log_scale if at_inputs is not None else log_scale
+    nearest = nearest_declared = None
+    if at_inputs is not None:
+        on_first, on_declared = at_inputs.for_first, at_inputs.inputs
+        nearest = Nearest.of(firsts, sorted(on_first.slopes), False, on_first.shift, least)
+        nearest_declared = Nearest.of(firsts, sorted(on_declared.slopes), True,
+                                      on_declared.shift, least)
+    elif declared is not None:
+        nearest_declared = Nearest.of(firsts, (), True, _unmoved, least)
     return Population(actions=len(by_action), log_scale=log_scale, first=first,
-                      declared=declared,
-                      at_inputs=_at_inputs(by_action, logs, pooled, first, declared,
-                                           log_scale),
+                      declared=declared, nearest=nearest, nearest_declared=nearest_declared,
+                      at_inputs=at_inputs,
                       slopes=tuple(sorted((f, round(b / step) * step)
                                           for f, b in pooled.items())),
                       calibration=SliceCalibration.of(first_attempts), rows=len(samples))

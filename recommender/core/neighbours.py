@@ -1,0 +1,128 @@
+"""A new action placed among the actions whose first runs were nearest it.
+
+The population's prior (`core.population`) is one power law of the inputs with one spread
+about it. Where memory is a footprint plus a part that grows with the inputs (weights and
+context, then activations), no single power fits, and the spread about it is not one spread:
+at a batch of 1 every action's peak is its footprint, a few GB whatever the action declared;
+at a batch of 64 the actions that declared most are the ones whose activations dominate. The
+one spread, fitted to all of them, is wide, and a new action's first run at a batch of 1 was
+given a 20 GB slice for a 7 GB peak (`recommender evaluate --trace synthetic --max-actions
+1000`: 39 of 141 first runs at a batch of 1 on a slice twice the one that held them).
+
+So once enough actions have run (POPULATION_NEAREST_MIN_ACTIONS), a new action's first run
+is read from the POPULATION_NEAREST actions whose first runs were nearest its request: in the
+inputs it carries and the memory it declared, each in log and in units of its spread across
+the actions. Their values (log first peak, or log first peak over declared memory), moved to
+the inputs' centres by the same slopes as the population's, give the prior's mean and spread
+there: the power law still moves the prior the short way between those first runs and the
+request, and the neighbours say where the level and its spread really are. An input the
+request lacks is left out of the distance, not taken at its centre (a request without inputs
+is not a request at the average input). Pure numbers; built with the population.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from recommender.core import config
+
+if TYPE_CHECKING:
+    from recommender.core.population import PopulationSample
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Around:
+    """The mean and spread of the nearest actions' values, and how many they were."""
+
+    loc: float
+    scale: float
+    actions: int
+
+
+@dataclass(frozen=True, eq=False)
+class Nearest:
+    """The actions' first runs as points: their log inputs (`names`, in order) and, when
+    `declared`, their log declared memory last, each centred and divided by its spread."""
+
+    names: tuple[str, ...]
+    declared: bool
+    centres: FloatArray
+    scales: FloatArray
+    points: FloatArray
+    moved: FloatArray
+    """Each first run's value less its inputs' shift to their centres."""
+    unmoved: FloatArray
+    """The same before the shift: for a prior that is not placed at the request's inputs."""
+    least_scale: float
+    """The run-to-run spread: the neighbours' spread is never taken below it."""
+
+    @classmethod
+    def of(cls, firsts: Sequence[PopulationSample], names: Sequence[str], declared: bool,
+           shift: Callable[[Mapping[str, float]], float], least_scale: float
+           ) -> Nearest | None:
+        """From the actions' first runs (those that declared memory, when `declared`); None
+        with no coordinate to measure nearness in, or too few actions."""
+        rows: list[list[float]] = []
+        unmoved: list[float] = []
+        moved: list[float] = []
+        for s in firsts:
+            if declared and s.declared_mib <= 0:
+                continue
+            row = [math.log(v) if (v := s.features.get(f, 0.0)) > 0 else math.nan
+                   for f in names]
+            value = math.log(s.need_mib)
+            if declared:
+                row.append(math.log(s.declared_mib))
+                value -= math.log(s.declared_mib)
+            rows.append(row)
+            unmoved.append(value)
+            moved.append(value - shift(s.features))
+        if len(rows) < config.POPULATION_NEAREST_MIN_ACTIONS or not rows[0]:
+            return None
+        raw = np.array(rows, dtype=np.float64)
+        # A first run without an input sits at its centre: no nearer to any request than
+        # the average one, and no farther. (An input none of them carries moves no distance.)
+        carried = ~np.all(np.isnan(raw), axis=0)
+        centres = np.zeros(raw.shape[1])
+        centres[carried] = np.nanmean(raw[:, carried], axis=0)
+        raw = np.where(np.isnan(raw), centres, raw)
+        spread = raw.std(axis=0)
+        scales = np.where(spread > 1e-9, spread, 1.0)
+        return cls(tuple(names), declared, centres, scales, (raw - centres) / scales,
+                   np.array(moved), np.array(unmoved), least_scale)
+
+    @property
+    def actions(self) -> int:
+        return len(self.moved)
+
+    def said(self, features: Mapping[str, float], declared_mib: float) -> str:
+        """What nearness was measured in, for the reason."""
+        used = [f for f in self.names if features.get(f, 0.0) > 0]
+        if self.declared and declared_mib > 0:
+            used.append("declared memory")
+        return "by " + ", ".join(used)
+
+    def around(self, features: Mapping[str, float], declared_mib: float, moved: bool
+               ) -> Around | None:
+        """The POPULATION_NEAREST actions nearest a request (in the inputs it carries and its
+        declared memory); None when it carries none of them."""
+        coords = [(k, math.log(v)) for k, f in enumerate(self.names)
+                  if (v := features.get(f, 0.0)) > 0]
+        if self.declared and declared_mib > 0:
+            coords.append((len(self.names), math.log(declared_mib)))
+        if not coords:
+            return None
+        cols = np.array([k for k, _ in coords])
+        at = (np.array([x for _, x in coords]) - self.centres[cols]) / self.scales[cols]
+        distance = np.sum((self.points[:, cols] - at) ** 2, axis=1)
+        k = min(config.POPULATION_NEAREST, len(distance))
+        values = (self.moved if moved else self.unmoved)[np.argpartition(distance, k - 1)[:k]]
+        return Around(float(values.mean()), max(float(values.std(ddof=1)), self.least_scale), k)
