@@ -624,9 +624,9 @@ def test_a_new_action_is_read_from_the_actions_nearest_its_request(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch of 64 declaring 20 GB needs about 20 GB: the first runs of the actions nearest
     it (in batch and declared memory) say so, a p95 within a slice of it, where the one power
-    law across all the actions put it near 30 GB. A request without the input is measured by
-    its declared memory alone; with fewer than POPULATION_NEAREST_MIN_ACTIONS actions the
-    power law serves."""
+    law across all the actions put it near 30 GB. A request that declares nothing is
+    measured by its inputs alone; one without the input is placed by the power law, as is
+    every request while there are fewer than POPULATION_NEAREST_MIN_ACTIONS actions."""
     pop = build_population(_footprints(200))
     est = default_estimator(population=lambda: pop)
     near = est.estimate(Evidence(NOW, features={"batch_size": 64.0}, declared_mib=20000))
@@ -635,7 +635,10 @@ def test_a_new_action_is_read_from_the_actions_nearest_its_request(
         near.detail)
     assert 20000 * 1.03 < near.mib < 24000
     blind = est.estimate(Evidence(NOW, declared_mib=20000))
-    assert blind is not None and "(by declared memory)" in blind.detail
+    assert blind is not None and "nearest" not in blind.detail
+    only = est.estimate(Evidence(NOW, features={"batch_size": 64.0}))
+    assert only is not None and "the 30 of 200 actions nearest this request (by batch_size)" in (
+        only.detail)
     monkeypatch.setattr(config, "POPULATION_NEAREST_MIN_ACTIONS", 201)
     pop = build_population(_footprints(200))
     whole = est.estimate(Evidence(NOW, features={"batch_size": 64.0}, declared_mib=20000))

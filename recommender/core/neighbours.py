@@ -17,7 +17,9 @@ the inputs' centres by the same slopes as the population's, give the prior's mea
 there: the power law still moves the prior the short way between those first runs and the
 request, and the neighbours say where the level and its spread really are. An input the
 request lacks is left out of the distance, not taken at its centre (a request without inputs
-is not a request at the average input). Pure numbers; built with the population.
+is not a request at the average input); a request with none of them is placed by the power law,
+as before (declared memory alone was measured and not kept: POPULATION_NEAREST). Pure numbers;
+built with the population.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class Nearest:
            shift: Callable[[Mapping[str, float]], float], least_scale: float
            ) -> Nearest | None:
         """From the actions' first runs (those that declared memory, when `declared`); None
-        with no coordinate to measure nearness in, or too few actions."""
+        without inputs to measure nearness in, or with too few actions."""
         rows: list[list[float]] = []
         unmoved: list[float] = []
         moved: list[float] = []
@@ -85,7 +87,7 @@ class Nearest:
             rows.append(row)
             unmoved.append(value)
             moved.append(value - shift(s.features))
-        if len(rows) < config.POPULATION_NEAREST_MIN_ACTIONS or not rows[0]:
+        if len(rows) < config.POPULATION_NEAREST_MIN_ACTIONS or not names:
             return None
         raw = np.array(rows, dtype=np.float64)
         # A first run without an input sits at its centre: no nearer to any request than
@@ -113,13 +115,13 @@ class Nearest:
     def around(self, features: Mapping[str, float], declared_mib: float, moved: bool
                ) -> Around | None:
         """The POPULATION_NEAREST actions nearest a request (in the inputs it carries and its
-        declared memory); None when it carries none of them."""
+        declared memory); None when it carries none of the inputs."""
         coords = [(k, math.log(v)) for k, f in enumerate(self.names)
                   if (v := features.get(f, 0.0)) > 0]
+        if not coords:
+            return None  # declared memory alone: POPULATION_NEAREST says why not
         if self.declared and declared_mib > 0:
             coords.append((len(self.names), math.log(declared_mib)))
-        if not coords:
-            return None
         cols = np.array([k for k, _ in coords])
         at = (np.array([x for _, x in coords]) - self.centres[cols]) / self.scales[cols]
         distance = np.sum((self.points[:, cols] - at) ** 2, axis=1)

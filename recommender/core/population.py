@@ -285,8 +285,6 @@ def build_population(samples: Sequence[PopulationSample],
         nearest = Nearest.of(firsts, sorted(on_first.slopes), False, on_first.shift, least)
         nearest_declared = Nearest.of(firsts, sorted(on_declared.slopes), True,
                                       on_declared.shift, least)
-    elif declared is not None:
-        nearest_declared = Nearest.of(firsts, (), True, _unmoved, least)
     return Population(actions=len(by_action), log_scale=log_scale, first=first,
                       declared=declared, nearest=nearest, nearest_declared=nearest_declared,
                       at_inputs=at_inputs,
