@@ -188,9 +188,10 @@ class Population:
         if moved is not None and inputs is not None:
             shift = inputs.shift
             why += f" at this request's inputs ({inputs.said()})"
-            if around is None:  # the neighbours' spread is already that near the request
-                widened = 1.0 + inputs.leverage(features or {})
-                prior = replace(prior, scale=prior.scale * math.sqrt(widened))
+            # Near or far, a request beyond the inputs seen is moved there by slopes that are
+            # themselves uncertain (the nearest actions are then the farthest out).
+            widened = 1.0 + inputs.leverage(features or {})
+            prior = replace(prior, scale=prior.scale * math.sqrt(widened))
         if first_run_mib > 0:
             prior = after_one_run(
                 prior, math.log(first_run_mib) - shift(first_features or {}),
