@@ -677,8 +677,9 @@ spread of those nearest actions instead of all actions' (seeds 7 and 1: 30 and 2
 their median (`predictive.OwnTail`, worth 10 or 30 runs: seed 7 29 and 31 OOMs at 5 and 63 GB-h less
 excess, within the replay's noise). The prior is widened for a request beyond the inputs seen as
 before (the slopes that move it there are uncertain, and its nearest actions are then the farthest
-out): one model per action seed 1 14 at 15,967 without the widening, 15 at 16,050 with it. A new
-action's first Recommend pays about 0.1 ms for the search among 500 actions."""
+out): one model per action seed 1 14 at 15,967 without the widening, 15 at 16,050 with it (seed 2: 9
+at 17,070 before the nearest actions, 10 at 17,112 with them and the widening). A new action's first
+Recommend pays about 0.1 ms for the search among 500 actions."""
 
 POPULATION_DEFAULT_LOG_SCALE = 0.25
 POPULATION_MIN_LOG_SCALE = 0.05

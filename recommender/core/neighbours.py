@@ -73,6 +73,8 @@ class Nearest:
            ) -> Nearest | None:
         """From the actions' first runs (those that declared memory, when `declared`); None
         without inputs to measure nearness in, or with too few actions."""
+        if not names:
+            return None
         rows: list[list[float]] = []
         unmoved: list[float] = []
         moved: list[float] = []
@@ -88,7 +90,7 @@ class Nearest:
             rows.append(row)
             unmoved.append(value)
             moved.append(value - shift(s.features))
-        if len(rows) < config.POPULATION_NEAREST_MIN_ACTIONS or not names:
+        if len(rows) < config.POPULATION_NEAREST_MIN_ACTIONS:
             return None
         raw = np.array(rows, dtype=np.float64)
         # A first run without an input sits at its centre: no nearer to any request than
