@@ -622,9 +622,9 @@ def _footprints(actions: int) -> list[PopulationSample]:
 
 def test_a_new_action_is_read_from_the_actions_nearest_its_request(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch of 64 declaring 20 GB needs about 20 GB: the first runs of the actions nearest
-    it (in batch and declared memory) say so, a p95 within a slice of it, where the one power
-    law across all the actions put it near 30 GB. A request that declares nothing is
+    """A batch of 64 declaring 20 GB needs about 20 GB: the runs of the actions that ran
+    nearest it (in batch and declared memory) say so, a p95 within a slice of it, where the
+    one power law across all the actions put it near 30 GB. A request that declares nothing is
     measured by its inputs alone; one without the input is placed by the power law, as is
     every request while there are fewer than POPULATION_NEAREST_MIN_ACTIONS actions."""
     pop = build_population(_footprints(200))

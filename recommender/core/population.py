@@ -144,8 +144,8 @@ class Population:
     rows: int = 0
     """How many executions it was read from: when to read it again (`UseCases`)."""
     nearest: Nearest | None = field(default=None, compare=False, repr=False)
-    """The actions' first runs by their inputs: a new action's are read from the ones nearest
-    its request, once there are enough (`core.neighbours`)."""
+    """The actions' latest runs by their inputs: a new action's first run is read from the
+    actions that ran nearest its request, once there are enough (`core.neighbours`)."""
     nearest_declared: Nearest | None = field(default=None, compare=False, repr=False)
     """The same for the declared ratios, by the inputs and the declared memory."""
 
@@ -278,13 +278,13 @@ def build_population(samples: Sequence[PopulationSample],
     pooled = _pooled_slopes(logs)
     step = config.ONLINE_BORROW_SLOPE_STEP
     at_inputs = _at_inputs(by_action, logs, pooled, first, declared, log_scale)
-    firsts = [runs[0] for runs in by_action.values()]
     least = at_inputs.log_scale if at_inputs is not None else log_scale
     nearest = nearest_declared = None
     if at_inputs is not None:
         on_first, on_declared = at_inputs.for_first, at_inputs.inputs
-        nearest = Nearest.of(firsts, sorted(on_first.slopes), False, on_first.shift, least)
-        nearest_declared = Nearest.of(firsts, sorted(on_declared.slopes), True,
+        grouped = list(by_action.values())
+        nearest = Nearest.of(grouped, sorted(on_first.slopes), False, on_first.shift, least)
+        nearest_declared = Nearest.of(grouped, sorted(on_declared.slopes), True,
                                       on_declared.shift, least)
     return Population(actions=len(by_action), log_scale=log_scale, first=first,
                       declared=declared, nearest=nearest, nearest_declared=nearest_declared,
