@@ -135,22 +135,19 @@ class Nearest:
             return None  # declared memory alone: POPULATION_NEAREST says why not
         if self.declared and declared_mib > 0:
             coords.append((len(self.names), math.log(declared_mib)))
-        # Column by column on the points stored column-major: a Recommend of a new action
-        # pays tens of microseconds for it (POPULATION_NEAREST).
+        # Column by column on the points stored column-major: a new action's Recommend pays a
+        # fraction of a millisecond for it (POPULATION_NEAREST).
         distance = np.zeros(self.columns.shape[1])
         for k, x in coords:
             gap = self.columns[k] - (x - self.centres[k]) / self.scales[k]
             distance += gap * gap
         n = min(config.POPULATION_NEAREST, self.actions)
-        # The nearest runs, enough of them to hold n actions (a busy neighbourhood may be a
-        # few actions' many runs: then all of them, sorted), each action by its nearest run.
-        total = len(distance)
-        for m in (min(config.POPULATION_POOL_RUNS * n, total), total):
-            near = np.argpartition(distance, m - 1)[:m] if m < total else np.arange(total)
-            near = near[np.argsort(distance[near], kind="stable")]
-            _, first = np.unique(self.owners[near], return_index=True)
-            if len(first) >= n:
-                break
+        # The nearest POPULATION_POOL_RUNS x n runs hold n actions at least (no action has
+        # more runs here); each action is taken by its nearest.
+        m = min(config.POPULATION_POOL_RUNS * n, len(distance))
+        near = np.argpartition(distance, m - 1)[:m]
+        near = near[np.argsort(distance[near], kind="stable")]
+        _, first = np.unique(self.owners[near], return_index=True)
         chosen = near[np.sort(first)[:n]]
         values = (self.moved if moved else self.unmoved)[chosen]
         mean = float(values.sum()) / n
