@@ -8,7 +8,9 @@ at all is known (a new service) does the largest slice remain. Where peaks grow 
 that actions' requests share (a batch size), a new action is placed at its request's inputs:
 slopes pooled within actions (`_pooled_slopes`) move the first peaks to the inputs' centres
 (`AtInputs`), and from there to the request's; an input constant within each action (a model's
-size) is given a slope across the actions' first peaks instead (`_slopes_across`).
+size) is given a slope across the actions' first peaks instead (`_slopes_across`). Once many
+actions have run, a new action's first run is read from those that ran nearest its request
+instead of the one power law and spread across them all (`core.neighbours`).
 
 Built from the most recent executions across actions (one bounded query, refreshed now and then
 by the use cases); pure numbers here.
@@ -278,11 +280,10 @@ def build_population(samples: Sequence[PopulationSample],
     pooled = _pooled_slopes(logs)
     step = config.ONLINE_BORROW_SLOPE_STEP
     at_inputs = _at_inputs(by_action, logs, pooled, first, declared, log_scale)
-    least = at_inputs.log_scale if at_inputs is not None else log_scale
     nearest = nearest_declared = None
-    if at_inputs is not None:
+    if at_inputs is not None:  # without slopes on inputs there is nothing to be near in
         on_first, on_declared = at_inputs.for_first, at_inputs.inputs
-        grouped = list(by_action.values())
+        grouped, least = list(by_action.values()), at_inputs.log_scale
         nearest = Nearest.of(grouped, sorted(on_first.slopes), False, on_first.shift, least)
         nearest_declared = Nearest.of(grouped, sorted(on_declared.slopes), True,
                                       on_declared.shift, least)
