@@ -35,20 +35,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from recommender.core import config
+from recommender.core.spread import Spread
 
 if TYPE_CHECKING:
     from recommender.core.population import PopulationSample
 
 FloatArray = NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class Around:
-    """The mean and spread of the nearest actions' values, and how many they were."""
-
-    loc: float
-    scale: float
-    actions: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,7 +118,7 @@ class Nearest:
         return "by " + ", ".join(used)
 
     def around(self, features: Mapping[str, float], declared_mib: float, moved: bool
-               ) -> Around | None:
+               ) -> Spread | None:
         """The POPULATION_NEAREST actions nearest a request (in the inputs it carries and its
         declared memory); None when it carries none of the inputs."""
         coords = [(k, math.log(v)) for k, f in enumerate(self.names)
@@ -153,4 +145,4 @@ class Nearest:
         mean = float(values.sum()) / n
         gaps = values - mean
         spread = math.sqrt(float(gaps @ gaps) / (n - 1)) if n > 1 else 0.0
-        return Around(mean, max(spread, self.least_scale), n)
+        return Spread(mean, max(spread, self.least_scale), n)

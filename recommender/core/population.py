@@ -32,6 +32,7 @@ from recommender.core import config
 from recommender.core.calibration import EMPTY, CalibrationSample, SliceCalibration
 from recommender.core.neighbours import Nearest
 from recommender.core.predictive import Predictive
+from recommender.core.spread import Spread
 
 FloatArray = NDArray[np.float64]
 
@@ -83,23 +84,6 @@ class Inputs:
     def said(self) -> str:
         return ", ".join(f"{f}^{b:.2f}" + (" across actions" if f in self.across else "")
                          for f, b in sorted(self.slopes.items()))
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Across actions: the mean and spread of a log quantity (a first peak, a first peak over
-    the declared memory), and how many actions show it."""
-
-    loc: float
-    scale: float
-    actions: int
-    fitted: int = 0
-    """Slopes fitted across these actions beside their mean: each costs a degree of freedom."""
-
-    def predictive(self, at: float) -> Predictive:
-        """The next action's log figure: a t with the degrees of freedom its scale was
-        estimated with (POPULATION_MIN_ACTIONS says why no pseudo ones are added)."""
-        return Predictive(at + self.loc, self.scale, max(self.actions - 1 - self.fitted, 1))
 
 
 @dataclass(frozen=True)
@@ -175,7 +159,7 @@ class Population:
         around = (nearest.around(features or {}, declared_mib, moved is not None)
                   if nearest is not None and first_run_mib <= 0 else None)
         if around is not None and nearest is not None:
-            spread = Spread(around.loc, around.scale, around.actions)
+            spread = around
             among = (f"the {around.actions} of {nearest.actions} actions nearest this request "
                      f"({nearest.said(features or {}, declared_mib)})")
         else:
