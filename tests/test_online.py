@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from recommender.core import config
+from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
 from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.estimation import POPULATION, Evidence, default_estimator
@@ -539,6 +540,37 @@ def test_the_second_run_is_moved_to_the_new_request_inputs() -> None:
         assert math.exp(second.predictive.loc) == pytest.approx(4 * first_peak, rel=0.1)
 
 
+def test_a_second_run_is_as_sure_as_the_inputs_moved_since_the_first() -> None:
+    """Actions whose memory is a footprint plus a share per item grow with the batch at slopes
+    from near 0 to near 1; the pooled slope is one of them. A second run at the first run's
+    batch is that run again, give or take the noise (3 % here); one at 16 times its batch
+    depends on this action's own slope, which no run has shown. The population learns both
+    from how successive runs differ (`Scatter`): noise near what the runs show, and a slope
+    variance that makes the far request the wider one. With one spread for every pair of runs
+    both were as wide."""
+    pop = build_population(_footprints(200))
+    assert pop.at_inputs is not None and pop.at_inputs.scatter is not None
+    scatter = pop.at_inputs.scatter
+    assert scatter.noise <= 0.06 ** 2
+    assert scatter.slopes["batch_size"] > 0.01
+    assert pop.misfit and pop.misfit[0][0] == "batch_size"
+    est = default_estimator(population=lambda: pop)
+    one = [run(5000.0, 0, {"batch_size": 4.0})]
+
+    def width(batch: float) -> float:
+        found = est.estimate(Evidence(NOW, samples=one, features={"batch_size": batch}))
+        assert found is not None and found.predictive is not None
+        assert found.source == POPULATION and "its one run" in found.detail
+        return found.predictive.quantile(0.95) / found.predictive.quantile(0.5)
+
+    same, far = width(4.0), width(64.0)
+    assert same < 1.2 < 1.5 < far
+    # Without the pairs' scatter, every second run had the one run-to-run spread.
+    flat = replace(pop, at_inputs=replace(pop.at_inputs, scatter=None))
+    est = default_estimator(population=lambda: flat)
+    assert width(4.0) - 1 > 2 * (same - 1)
+
+
 def _models(actions: int = 30, exponent: float = 0.8, shown: bool = True,
             declared: bool = False) -> list[PopulationSample]:
     """Actions that each serve one model: its size (`params_b`, constant within the action)
@@ -770,6 +802,40 @@ def test_the_learned_input_spread_forgets_the_actions_fitted_longest_ago(
         models.get(f"a{a}", _precise(a, 30, spread=0.02 if a < 2 else 0.3), 0.5)
     assert list(models._spreads) == ["a2", "a3", "a4"]
     assert models.input_prior is not None and models.input_prior > 0.1  # the noisy ones
+
+
+def test_a_young_action_s_fit_ahead_is_the_one_its_next_recommend_finds(
+        store: SqlStore, catalog: Catalog) -> None:
+    """RecordExecution fits the action's model ahead of its next Recommend, with what the
+    population lends it: slopes, the spread they leave, how far they miss. The fit ahead once
+    left out all but the slopes, and a young action's Recommend finished it again."""
+    clock = [NOW]
+    use_cases = UseCases(store, catalog=catalog, clock=lambda: clock[0], cache=ActionCache())
+    pool = mk(catalog, "a100", "A100-80GB")
+    rng = random.Random(1)
+
+    def execute(action: str, i: int, per_item: float) -> None:
+        clock[0] = NOW + timedelta(minutes=i)
+        batch = float(2 ** rng.randint(0, 6))
+        rec = use_cases.recommend(Request(action, f"x{i}", (pool,),
+                                          features={"batch_size": batch})).recommendation
+        rung = rec.decision.rung
+        use_cases.record_execution(Execution(
+            f"x{i}", action, rec.id, rung.gpu_model, rung.profile.name, rung.profile.memory_mib,
+            1, 1500.0 + per_item * batch, 10.0, 600.0, 0.0, Outcome.SUCCEEDED,
+            clock[0] + timedelta(seconds=30), features={"batch_size": batch}))
+
+    for i in range(36):  # twelve actions of three runs whose peaks grow with the batch
+        execute(f"a{i // 3}", i, 20.0 + 10.0 * (i // 3))
+    pop = use_cases.memory_population()  # read now: not again before 3 more records
+    assert pop is not None and pop.misfit and pop.at_inputs is not None
+    execute("young", 36, 50.0)
+    execute("young", 37, 50.0)
+    assert use_cases.memory_population() is pop
+    models = use_cases.action_models
+    done = (models.fitted, models.refinished)
+    use_cases.recommend(Request("young", "x38", (pool,), features={"batch_size": 8.0}))
+    assert (models.fitted, models.refinished) == done
 
 
 def test_an_oom_gives_way_to_the_true_peak_of_its_retry(store: SqlStore,
@@ -1239,6 +1305,30 @@ def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes
     assert lent is not None
     slopes = next(f.design.slopes for f in lent.fits if f.design.slopes)
     assert slopes == (models.borrowed["batch"],) and slopes != (0.8,)
+
+
+def test_a_lent_slope_may_miss_the_action_s_own_the_more_the_farther_the_request() -> None:
+    """A young action's power law with other actions' slopes is right at its runs' inputs and
+    uncertain away from them by as much as an action's own slope strays from the lent one
+    (`Population.misfit`): its third run at a batch 16 times its first two is sized wider than
+    one at their batch, and at their batch as without the misfit. On the generated workload
+    with 1,000 actions the third runs far above their first two batches ran out 16 times where
+    their chances added up to 6."""
+    models = ActionModels()
+    young = _two_runs_on_batch()
+    lent = (("batch", 0.8),)
+
+    def width(batch: float, misfit: tuple[tuple[str, float], ...]) -> float:
+        model = models.get("young", young, 0.4, lent, 0.1, misfit)
+        assert model is not None
+        found = model.predict({"batch": batch})
+        assert found is not None and found[1].design.slopes == (0.8,)
+        return found[0].quantile(0.95) / found[0].quantile(0.5)
+
+    misfit = (("batch", 0.3 ** 2),)
+    assert width(3.0, misfit) == pytest.approx(width(3.0, ()), rel=0.02)
+    assert width(48.0, misfit) - 1 > 2 * (width(48.0, ()) - 1)
+    assert width(48.0, misfit) > width(3.0, misfit)
 
 
 def test_a_young_action_s_borrowed_power_law_takes_the_spread_the_pooled_slopes_leave() -> None:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from recommender.core import config
 from recommender.core.domain import Outcome, Sample
-from recommender.core.online import ActionModels
+from recommender.core.online import ActionModel, ActionModels
 from recommender.core.population import Population
 from recommender.core.ports import MemoryPredictor
 from recommender.core.predictive import Predictive, t_quantile
@@ -326,6 +326,18 @@ class LargerOf:
         return replace(best, hard_floor_mib=max(e.hard_floor_mib for e in found))
 
 
+def fit_online(models: ActionModels, action_id: str, samples: Sequence[Sample],
+               pop: Population | None) -> ActionModel | None:
+    """The action's online model with what the population lends it (its spread, slopes, the
+    spread those slopes leave and how far they miss): the one call both Recommend and the fit
+    ahead of it make, so that the fit ahead is the one Recommend finds."""
+    at_inputs = pop.at_inputs if pop is not None else None
+    return models.get(
+        action_id, samples, pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE,
+        pop.slopes if pop else (), at_inputs.log_scale if at_inputs is not None else None,
+        pop.misfit if pop is not None else (), pop.noise if pop is not None else None)
+
+
 @dataclass(frozen=True)
 class OnlineModel:
     """The action's own model, fitted online on its history (`core.online`): the design that
@@ -339,11 +351,7 @@ class OnlineModel:
         samples = evidence.samples
         if len(samples) < self.min_samples:
             return None
-        pop = self.population()
-        log_scale = pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE
-        model = self.models.get(
-            evidence.action_id, samples, log_scale, pop.slopes if pop else (),
-            pop.at_inputs.log_scale if pop is not None and pop.at_inputs is not None else None)
+        model = fit_online(self.models, evidence.action_id, samples, self.population())
         found = model.predict(evidence.features) if model else None
         if found is None:
             return None

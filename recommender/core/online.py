@@ -149,6 +149,13 @@ class Fit:
     changes: tuple[tuple[float, float, float], ...] = ()
     """(probability, shift, variance of the shift) in log MiB: the action's level may have moved
     in its last executions by that much (`_level_changes`)."""
+    centre: tuple[float, ...] = ()
+    """A design with other actions' slopes: its runs' weighted mean of each input (as the
+    design takes it), where its level is fitted and a lent slope's miss is nothing."""
+    misfit: tuple[float, ...] = ()
+    """The same design: per input, the variance of an action's own slope about the lent one
+    (population.Scatter), so a request far from `centre` is as uncertain as a slope that may
+    not be the action's makes it."""
 
     def change_posterior(self, prior_log_scale: float) -> _Posterior | None:
         """How likely the action's level moved in each of its last few executions, judged on
@@ -214,8 +221,17 @@ class Fit:
         z = self.r_inv.T @ (x / size)
         leverage = float(z @ z)
         scale = self.scale * size * math.sqrt(1.0 + leverage)
+        if self.misfit:
+            scale = math.sqrt(scale * scale + self._missed(features))
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
                           changes=self._shifted(loc, scale), own=self.own, seen=self.seen)
+
+    def _missed(self, features: Mapping[str, float]) -> float:
+        """How far the lent slopes may miss the action's own between `centre` and the
+        request, as a variance in log MiB (`misfit`)."""
+        return math.fsum(
+            t * (math.log1p(max(features.get(f, 0.0), 0.0)) - c) ** 2
+            for f, c, t in zip(self.design.features, self.centre, self.misfit, strict=True))
 
     def _shifted(self, loc: float, scale: float) -> tuple[tuple[float, float, float], ...]:
         """Each level change as a component in the design's own space: in log MiB the shift
@@ -420,6 +436,8 @@ class _Core:
     """Leave-one-out errors in the design's units (a share of the size for a relative one)."""
     loo_weights: FloatArray
     """Their weights in the fit."""
+    centre: tuple[float, ...] = ()
+    """A design with lent slopes: the weighted mean of each input column (`Fit.centre`)."""
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
@@ -428,6 +446,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
     weighted = data.weighted(design.weight_half_life)
     judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
+    inputs: FloatArray | None = None  # a design with lent slopes: its input columns
     if not design.features and not design.trend:
         # One constant column: the least squares is a weighted mean, its leverage w / sum(w),
         # in closed form (what the QR below gives, without a factorisation).
@@ -462,7 +481,8 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
             cols = [cols[0], power]
         offset: FloatArray | None = None
         if design.slopes:  # one column, the given slopes' sum, set aside below
-            cols = [cols[0], np.column_stack(cols[1:]) @ np.asarray(design.slopes)]
+            inputs = np.column_stack(cols[1:])
+            cols = [cols[0], inputs @ np.asarray(design.slopes)]
         if design.products:
             cols.extend(_pairwise(cols[1:]))
         if design.trend:
@@ -476,6 +496,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
             if not ok.all():
                 x, w_ok, y_mib, y, sw = x[ok], w_ok[ok], y_mib[ok], y[ok], sw[ok]
                 judge = judge[ok]
+                inputs = inputs[ok] if inputs is not None else None
         elif n < p + 1:
             return None
         if not design.log_space:
@@ -519,11 +540,13 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
         np.log(y_mib) - np.log(np.maximum(y_mib - loo * size, 1.0)))
     judged = float(judge.sum())
     lookback = _lookback(judge.shape[0])
+    centre = (() if inputs is None
+              else tuple(float(v) for v in (w_ok @ inputs) / float(w_ok.sum())))
     return _Core(design, coef, r_inv, y_mib, level, dof, shown,
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
                  np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
-                 Residuals.of(log_loo, w_ok), loo, w_ok)
+                 Residuals.of(log_loo, w_ok), loo, w_ok, centre)
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
@@ -720,16 +743,22 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent
 
 
 def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | None = None,
-           slopes_prior: float | None = None) -> ActionModel | None:
+           slopes_prior: float | None = None, misfit: Mapping[str, float] | None = None
+           ) -> ActionModel | None:
     """The designs' fits for this prior scale, best first; `input_prior`, when known, is the
     prior of the designs on the inputs, learned across actions (ONLINE_INPUT_PRIOR_ACTIONS);
     `slopes_prior`, when given, that of the power law with other actions' slopes
-    (`_slopes_prior`)."""
+    (`_slopes_prior`); `misfit`, per input, how far an action's own slope strays from a lent
+    one (a variance: `Fit.misfit`)."""
     if not cores:
         return None
     priors = [_prior_of_design(c.design, prior_log_scale, input_prior, slopes_prior)
               for c in cores]
     fits = [_finish(c, prior) for c, prior in zip(cores, priors, strict=True)]
+    if misfit:
+        fits = [replace(f, centre=c.centre,
+                        misfit=tuple(misfit.get(n, 0.0) for n in f.design.features))
+                if c.centre else f for f, c in zip(fits, cores, strict=True)]
     posteriors = [f.change_posterior(prior) for f, prior in zip(fits, priors, strict=True)]
     ranked = sorted(zip(fits, posteriors, cores, strict=True),
                     key=lambda fpc: fpc[0].selection_loss(fpc[1]))
@@ -872,12 +901,16 @@ class ActionModels:
             return self._input_prior
 
     def get(self, action_id: str, samples: Sequence[Sample], prior_log_scale: float,
-            pooled: tuple[tuple[str, float], ...] = (), pooled_log_scale: float | None = None
+            pooled: tuple[tuple[str, float], ...] = (), pooled_log_scale: float | None = None,
+            misfit: tuple[tuple[str, float], ...] = (), noise: float | None = None
             ) -> ActionModel | None:
         """`pooled`: the population's slopes pooled within actions (`Population.slopes`), lent
         to a young action for an input none of the grown actions lends one for yet;
         `pooled_log_scale`: the run-to-run spread those slopes leave (`AtInputs.log_scale`),
-        the prior of designs on the inputs until one is learned (ONLINE_INPUT_PRIOR_*)."""
+        the prior of designs on the inputs until one is learned (ONLINE_INPUT_PRIOR_*);
+        `misfit`: per input, how far an action's slope strays from a lent one
+        (`population.Scatter.slopes`, on its grid), which widens the power law with lent
+        slopes for a request far from its runs' inputs."""
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]
@@ -891,9 +924,11 @@ class ActionModels:
             # names it has are not known before its history is read, on a miss).
             borrowed = self._borrowed_version if young else -1
             pooled_key = pooled if young else ()
-            slopes_prior = _slopes_prior(len(samples), prior_log_scale, pooled_log_scale)
+            slopes_prior = _slopes_prior(
+                len(samples), prior_log_scale,
+                noise if misfit and noise is not None else pooled_log_scale)
             key = (*history, round(prior_log_scale, 3), input_prior, borrowed, pooled_key,
-                   slopes_prior)
+                   slopes_prior, misfit if slopes_prior is not None else ())
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
@@ -914,7 +949,8 @@ class ActionModels:
         if cores is None:
             cores = _cores(samples, common_features(samples) if names is None else names,
                            slopes, powers)
-        model = _model(cores, prior_log_scale, input_prior, slopes_prior)
+        model = _model(cores, prior_log_scale, input_prior, slopes_prior,
+                       dict(misfit) if slopes_prior is not None else None)
         spread = None if refinish else input_spread(cores)
         own = None if refinish else own_slopes(cores)
         powers_shown = None if refinish else own_powers(cores)

@@ -87,6 +87,27 @@ class Inputs:
 
 
 @dataclass(frozen=True)
+class Scatter:
+    """An action's runs about its level once the pooled slopes have moved them: each run
+    scatters by `noise` (a variance in log), and an action's own slope on each input strays
+    from the pooled one by a variance `slopes[f]`, so two runs whose log inputs differ by d
+    differ by 2 noise + sum of slopes[f] d_f^2 (`_scatter`). Why: the run-to-run spread is one
+    figure for every pair of runs, but a pooled slope misses an action's own by the most where
+    the inputs moved the most. A second run at the first run's inputs is its first run again,
+    give or take the noise; one at a batch 32 times the first's depends mostly on how steeply
+    this action grows, which no run of it has shown yet."""
+
+    noise: float
+    slopes: Mapping[str, float]
+
+    def away(self, features: Mapping[str, float], first: Mapping[str, float]) -> float:
+        """The variance of a first run at inputs `first` about the level at `features`."""
+        return self.noise + math.fsum(
+            t * (math.log(v) - math.log(u)) ** 2 for f, t in self.slopes.items()
+            if (v := features.get(f, 0.0)) > 0 and (u := first.get(f, 0.0)) > 0)
+
+
+@dataclass(frozen=True)
 class AtInputs:
     """The population moved to the centres of the inputs (each first peak less its inputs'
     shift): where that leaves less spread across actions than the raw figures, a new action is
@@ -103,6 +124,10 @@ class AtInputs:
     """What `first` was moved by: the slopes within actions where they narrowed it, and
     slopes across actions' first runs for inputs constant within them (a model's size), where
     those narrowed it further; None: `inputs`."""
+    scatter: Scatter | None = None
+    """How far a run strays from the next once both are moved by `inputs`, by how far the
+    inputs moved between them (`_scatter`): what a second run at other inputs than the first
+    is weighed with, instead of `log_scale` for every pair."""
 
     @property
     def for_first(self) -> Inputs:
@@ -129,6 +154,13 @@ class Population:
     stated for them (`core.calibration`), read with the population."""
     rows: int = 0
     """How many executions it was read from: when to read it again (`UseCases`)."""
+    misfit: tuple[tuple[str, float], ...] = ()
+    """Per input, how far an action's own slope strays from the pooled one (a variance in log,
+    `Scatter.slopes`, its square root on the population's grid, by input name): what a young
+    action's power law with lent slopes is widened by far from its runs' inputs."""
+    noise: float | None = None
+    """The run-to-run noise beside `misfit` (`Scatter.noise`, as a spread on the grid): that
+    power law's prior spread at its runs' inputs."""
     nearest: Nearest | None = field(default=None, compare=False, repr=False)
     """The actions' latest runs by their inputs: a new action's first run is read from the
     actions that ran nearest its request, once there are enough (`core.neighbours`)."""
@@ -179,9 +211,12 @@ class Population:
             widened = 1.0 + inputs.leverage(features or {})
             prior = replace(prior, scale=prior.scale * math.sqrt(widened))
         if first_run_mib > 0:
+            scatter = moved.scatter if moved is not None else None
             prior = after_one_run(
                 prior, math.log(first_run_mib) - shift(first_features or {}),
-                moved.log_scale if moved is not None else self.log_scale)
+                moved.log_scale if moved is not None else self.log_scale,
+                None if scatter is None else (
+                    scatter.away(features or {}, first_features or {}), scatter.noise))
             why = f"its one run ({first_run_mib:,.0f} MiB) weighed against {why}"
         return replace(prior, loc=prior.loc + shift(features or {})), why
 
@@ -191,7 +226,8 @@ def _unmoved(_features: Mapping[str, float]) -> float:
     return 0.0
 
 
-def after_one_run(prior: Predictive, first_run: float, log_scale: float) -> Predictive:
+def after_one_run(prior: Predictive, first_run: float, log_scale: float,
+                  scatter: tuple[float, float] | None = None) -> Predictive:
     """The need at a new action's second execution: its level is somewhere among other
     actions' (the prior holds their levels and one run's scatter about them), and its first
     run (log `first_run`) is one draw about that level with the population's run-to-run
@@ -200,19 +236,22 @@ def after_one_run(prior: Predictive, first_run: float, log_scale: float) -> Pred
     far outside the others' (an action unlike them) is believed over them rather than pulled
     back to them (its mode by iteratively reweighted means, started at the run). The need is
     the level plus one more run's scatter, a t with ONLINE_PRIOR_DF (the action's own spread is
-    not known yet), never wider than the prior. Why, and what it changed: config,
-    POPULATION_MODE_STEPS."""
+    not known yet), never wider than the prior. With `scatter` (`Scatter`: the variance of the
+    first run about the level at the request's inputs, and of one run about its level), the
+    run is weighed by how far the inputs moved since it, and the next run scatters by the
+    noise alone. Why, and what it changed: config, POPULATION_MODE_STEPS and POPULATION_PAIRS."""
     within = log_scale * log_scale
     between = max(prior.scale * prior.scale - within, 0.0)
     if between <= 0.0:
         return prior  # the actions differ no more than runs do: the run says nothing new
+    away, noise = scatter if scatter is not None else (within, within)
     df = config.ONLINE_PRIOR_DF
     level, weight = first_run, 1.0 / between
     for _ in range(config.POPULATION_MODE_STEPS):
         gap = level - prior.loc
         weight = (df + 1.0) / (df * between + gap * gap)
-        level = (first_run / within + prior.loc * weight) / (1.0 / within + weight)
-    scale = math.sqrt(1.0 / (1.0 / within + weight) + within)
+        level = (first_run / away + prior.loc * weight) / (1.0 / away + weight)
+    scale = math.sqrt(1.0 / (1.0 / away + weight) + noise)
     return Predictive(level, min(scale, prior.scale), min(prior.df, df))
 
 
@@ -271,7 +310,12 @@ def build_population(samples: Sequence[PopulationSample],
         nearest = Nearest.of(grouped, sorted(on_first.slopes), False, on_first.shift, least)
         nearest_declared = Nearest.of(grouped, sorted(on_declared.slopes), True,
                                       on_declared.shift, least)
-    return Population(actions=len(by_action), log_scale=log_scale, first=first,
+    scatter = at_inputs.scatter if at_inputs is not None else None
+    misfit = () if scatter is None else tuple(sorted(
+        (f, on_grid(math.sqrt(t)) ** 2) for f, t in scatter.slopes.items()
+        if t > config.POPULATION_MIN_LOG_SCALE ** 2))
+    return Population(actions=len(by_action), log_scale=log_scale, first=first, misfit=misfit,
+                      noise=None if scatter is None else on_grid(math.sqrt(scatter.noise)),
                       declared=declared, nearest=nearest, nearest_declared=nearest_declared,
                       at_inputs=at_inputs,
                       slopes=tuple(sorted((f, round(b / step) * step)
@@ -420,7 +464,46 @@ def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequen
         first_inputs, kept_first = across
     if kept_first is None and kept_declared is None:
         return None
-    return AtInputs(inputs, log_scale, kept_first, kept_declared, first_inputs)
+    return AtInputs(inputs, log_scale, kept_first, kept_declared, first_inputs,
+                    _scatter(logs, moved, slopes))
+
+
+def _scatter(logs: Sequence[_Logs], moved: Callable[[_Logs], FloatArray],
+             slopes: Mapping[str, float]) -> Scatter | None:
+    """The `Scatter` that best explains how each action's successive latest runs differ once
+    `moved`: the squared differences regressed on the squared differences of their log inputs
+    (a variance-components fit, each pair weighed by its expected variance squared,
+    reweighted POPULATION_PAIR_STEPS times, a pair past POPULATION_PAIR_CAP of its variance
+    counted at the cap so that an OOM's bumped value does not set it). None with fewer than
+    POPULATION_PAIRS pairs per term."""
+    names = sorted(slopes)
+    column = {f: k + 1 for k, f in enumerate(names)}
+    blocks, targets = [], []
+    for a in logs:
+        if len(a.x) < 2:
+            continue
+        d = np.diff(moved(a))
+        block = np.zeros((len(d), len(names) + 1))
+        block[:, 0] = 2.0
+        for j, f in enumerate(a.names):
+            if f in column:
+                block[:, column[f]] = np.diff(a.x[:, j]) ** 2
+        blocks.append(block)
+        targets.append(d * d)
+    if not blocks or sum(len(t) for t in targets) < config.POPULATION_PAIRS * (len(names) + 1):
+        return None
+    design, target = np.vstack(blocks), np.concatenate(targets)
+    least = 2.0 * config.POPULATION_MIN_LOG_SCALE ** 2
+    theta = np.full(design.shape[1], 0.0)
+    theta[0] = max(float(np.median(target)) / 2.0, least / 2.0)
+    for _ in range(config.POPULATION_PAIR_STEPS):
+        var = np.maximum(design @ theta, least)
+        w = 1.0 / var
+        capped = np.minimum(target, config.POPULATION_PAIR_CAP * var)
+        theta = np.linalg.lstsq(design * w[:, None], capped * w, rcond=None)[0]
+        theta = np.maximum(theta, 0.0)
+        theta[0] = max(float(theta[0]), least / 2.0)
+    return Scatter(float(theta[0]), {f: float(theta[column[f]]) for f in names})
 
 
 def _slopes_across(firsts: Sequence[PopulationSample], within: Inputs,

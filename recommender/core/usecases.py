@@ -39,6 +39,7 @@ from recommender.core.estimation import (
     Estimator,
     Evidence,
     default_estimator,
+    fit_online,
     mean_sm_utilisation,
 )
 from recommender.core.ids import new_id
@@ -479,11 +480,7 @@ class UseCases:
         the execution it just recorded has already ended."""
         samples = self.cache.peek(action_id) if self.cache is not None else None
         if samples:
-            pop = self.memory_population()
-            self.action_models.get(
-                action_id, samples,
-                pop.log_scale if pop else config.POPULATION_DEFAULT_LOG_SCALE,
-                pop.slopes if pop else ())
+            fit_online(self.action_models, action_id, samples, self.memory_population())
 
     def list_history(self, f: HistoryFilter, page_size: int, page_token: str = ""
                      ) -> tuple[list[HistoryEntry], str]:
