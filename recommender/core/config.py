@@ -663,7 +663,16 @@ twice (generated seeds 7/1/2/3 26/23/18/22 at 13,858/14,457/14,476/14,306, shape
 25,272/25,666, models 1/2 15/12 at 16,028/16,847: 218 OOMs against the kept 216, 0.2 % less
 memory; within noise, and not kept for the double count); the variance of grown actions' own
 slopes about the median lent (1.4826 x their median absolute deviation, squared) instead of the
-pairs' (generated seeds 7/1 27/23 at 13,763/14,581, shapes seed 5 45 at 25,225: no different)."""
+pairs' (generated seeds 7/1 27/23 at 13,763/14,581, shapes seed 5 45 at 25,225: no different);
+the third execution served by the population's view weighed against both runs, each by how far
+its inputs lie from the request's (generalised least squares, the two runs sharing the slope's
+miss): generated seeds 7/1 27/27 at 13,770/14,509, the third runs' excess over the oracle 563/859
+-> 297/448 GB-h but their OOMs 4/10 -> 10/17, where the chances stated for seed 1's added up to
+3.8: a straight line in log is too sure far beyond the runs (a batch of 64 after batches of 1 to
+8, where the footprint hid the activations), and the young actions' record (core.calibration)
+then widened their later runs. Over gRPC (`recommender evaluate --trace synthetic --max-actions
+1000 --seed 7 --quiet`, 02:25-02:31 on 393de81): 27 OOMs at 14,319 GB-h (1.23x) -> 23 at 13,744
+(1.18x), VPA 663 at 28,720 (2.48x)."""
 
 POPULATION_POOL_RUNS = 10
 """The slopes on inputs pooled across actions (population._pooled_slopes) take each action's
