@@ -910,7 +910,9 @@ class ActionModels:
         the prior of designs on the inputs until one is learned (ONLINE_INPUT_PRIOR_*);
         `misfit`: per input, how far an action's slope strays from a lent one
         (`population.Scatter.slopes`, on its grid), which widens the power law with lent
-        slopes for a request far from its runs' inputs."""
+        slopes for a request far from its runs' inputs (at its third execution, with the
+        run-to-run `noise` beside it as that law's prior instead of `pooled_log_scale`, which
+        counts the slopes' misses at an average distance)."""
         if not samples:
             return None
         newest, oldest = samples[0], samples[-1]

@@ -312,8 +312,7 @@ def build_population(samples: Sequence[PopulationSample],
                                       on_declared.shift, least)
     scatter = at_inputs.scatter if at_inputs is not None else None
     misfit = () if scatter is None else tuple(sorted(
-        (f, on_grid(math.sqrt(t)) ** 2) for f, t in scatter.slopes.items()
-        if t > config.POPULATION_MIN_LOG_SCALE ** 2))
+        (f, on_grid(math.sqrt(t)) ** 2) for f, t in scatter.slopes.items() if t > 0))
     return Population(actions=len(by_action), log_scale=log_scale, first=first, misfit=misfit,
                       noise=None if scatter is None else on_grid(math.sqrt(scatter.noise)),
                       declared=declared, nearest=nearest, nearest_declared=nearest_declared,
