@@ -486,7 +486,14 @@ action's count of its runs past the size (predictive.SeenPeaks), so that the cou
 with it (two modes seed 2's modes-0017, runs 19-21: 11.2/9.7/8.6 % from its model and count,
 8.1/7.0/6.3 % after the record, under the 8.3 % where 80 GB beats 40 GB; it ran out at run 21): two
 modes seeds 1-4 6/16/10/5 at 14,332/21,405/17,496/15,709 GB-h, GenTD26 by the hour 17 at 118,064
-(+0.4 %), the rest the same."""
+(+0.4 %), the rest the same.
+Tried and not kept (2026-12-06, a prototype keying the record by the runs before each first attempt,
+in process with the runs from a side table; groups: first, second, third, fourth to tenth, eleventh
+on): generated with 1,000 actions seeds 7/1 26/22 OOMs at 13,786/14,591 GB-h -> 19/17 at
+14,567/14,917 (1.19x/1.23x -> 1.26x/1.26x): fewer OOMs, worth that memory by OOM_WAIT_GPUS, but past
+the input-dependent bar of 1.25x. With CALIBRATION_YOUNG_RUNS 3 (only the first two runs weighed)
+20/23 at 14,327/15,188; with 10, 25/21 at 13,834/14,635: pooled, the record lowers the chances of
+runs 4 to 29, where their models were too cautious."""
 
 ONLINE_RELATIVE_FLOOR = 0.1
 """A design whose errors are a share of the need takes that share of at least this fraction of
