@@ -568,7 +568,7 @@ def _finish(core: _Core, prior_log_scale: float) -> Fit:
     lookback = core.older_judged.shape[0]
     older = (loss * judged - np.cumsum(weighed[:lookback])) / core.older_judged
     return Fit(design, core.coef, core.r_inv, scale, df, loss, older, int(y_mib.shape[0]),
-               core.level, core.residuals)
+               core.level, core.residuals, centre=core.centre)
 
 
 def _tail_weights(w: FloatArray) -> FloatArray:
@@ -756,9 +756,8 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
               for c in cores]
     fits = [_finish(c, prior) for c, prior in zip(cores, priors, strict=True)]
     if misfit:
-        fits = [replace(f, centre=c.centre,
-                        misfit=tuple(misfit.get(n, 0.0) for n in f.design.features))
-                if c.centre else f for f, c in zip(fits, cores, strict=True)]
+        fits = [replace(f, misfit=tuple(misfit.get(n, 0.0) for n in f.design.features))
+                if f.centre else f for f in fits]
     posteriors = [f.change_posterior(prior) for f, prior in zip(fits, priors, strict=True)]
     ranked = sorted(zip(fits, posteriors, cores, strict=True),
                     key=lambda fpc: fpc[0].selection_loss(fpc[1]))
@@ -929,8 +928,10 @@ class ActionModels:
             slopes_prior = _slopes_prior(
                 len(samples), prior_log_scale,
                 noise if misfit and noise is not None else pooled_log_scale)
+            # The misfit widens only the third execution's law with lent slopes, as its prior.
+            lent_misfit = misfit if slopes_prior is not None else ()
             key = (*history, round(prior_log_scale, 3), input_prior, borrowed, pooled_key,
-                   slopes_prior, misfit if slopes_prior is not None else ())
+                   slopes_prior, lent_misfit)
             found = self._fits.get(action_id)
             if found is not None and found[0] == key:
                 self._fits.move_to_end(action_id)
@@ -951,8 +952,7 @@ class ActionModels:
         if cores is None:
             cores = _cores(samples, common_features(samples) if names is None else names,
                            slopes, powers)
-        model = _model(cores, prior_log_scale, input_prior, slopes_prior,
-                       dict(misfit) if slopes_prior is not None else None)
+        model = _model(cores, prior_log_scale, input_prior, slopes_prior, dict(lent_misfit))
         spread = None if refinish else input_spread(cores)
         own = None if refinish else own_slopes(cores)
         powers_shown = None if refinish else own_powers(cores)

@@ -23,6 +23,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -154,18 +155,28 @@ class Population:
     stated for them (`core.calibration`), read with the population."""
     rows: int = 0
     """How many executions it was read from: when to read it again (`UseCases`)."""
-    misfit: tuple[tuple[str, float], ...] = ()
-    """Per input, how far an action's own slope strays from the pooled one (a variance in log,
-    `Scatter.slopes`, its square root on the population's grid, by input name): what a young
-    action's power law with lent slopes is widened by far from its runs' inputs."""
-    noise: float | None = None
-    """The run-to-run noise beside `misfit` (`Scatter.noise`, as a spread on the grid): that
-    power law's prior spread at its runs' inputs."""
     nearest: Nearest | None = field(default=None, compare=False, repr=False)
     """The actions' latest runs by their inputs: a new action's first run is read from the
     actions that ran nearest its request, once there are enough (`core.neighbours`)."""
     nearest_declared: Nearest | None = field(default=None, compare=False, repr=False)
     """The same for the declared ratios, by the inputs and the declared memory."""
+
+    @cached_property
+    def misfit(self) -> tuple[tuple[str, float], ...]:
+        """Per input, how far an action's own slope strays from the pooled one (a variance in
+        log, `Scatter.slopes`, its square root on the population's grid, by input name): what
+        a young action's power law with lent slopes is widened by far from its runs' inputs.
+        On the grid, so that a new read rarely moves it and the fits it keys stay valid."""
+        scatter = self.at_inputs.scatter if self.at_inputs is not None else None
+        return () if scatter is None else tuple(sorted(
+            (f, on_grid(math.sqrt(t)) ** 2) for f, t in scatter.slopes.items() if t > 0))
+
+    @cached_property
+    def noise(self) -> float | None:
+        """The run-to-run noise beside `misfit` (`Scatter.noise`, as a spread on the grid):
+        that power law's prior spread at its runs' inputs."""
+        scatter = self.at_inputs.scatter if self.at_inputs is not None else None
+        return None if scatter is None else on_grid(math.sqrt(scatter.noise))
 
     def prior(self, declared_mib: float, first_run_mib: float = 0.0,
               features: Mapping[str, float] | None = None,
@@ -310,11 +321,7 @@ def build_population(samples: Sequence[PopulationSample],
         nearest = Nearest.of(grouped, sorted(on_first.slopes), False, on_first.shift, least)
         nearest_declared = Nearest.of(grouped, sorted(on_declared.slopes), True,
                                       on_declared.shift, least)
-    scatter = at_inputs.scatter if at_inputs is not None else None
-    misfit = () if scatter is None else tuple(sorted(
-        (f, on_grid(math.sqrt(t)) ** 2) for f, t in scatter.slopes.items() if t > 0))
-    return Population(actions=len(by_action), log_scale=log_scale, first=first, misfit=misfit,
-                      noise=None if scatter is None else on_grid(math.sqrt(scatter.noise)),
+    return Population(actions=len(by_action), log_scale=log_scale, first=first,
                       declared=declared, nearest=nearest, nearest_declared=nearest_declared,
                       at_inputs=at_inputs,
                       slopes=tuple(sorted((f, round(b / step) * step)
