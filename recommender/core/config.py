@@ -524,6 +524,56 @@ ONLINE_CHANGE_MIN_PROBABILITY = 0.002
 """A level change less likely than this in all is left out: it would not move a p95 or an
 expected cost, and it costs a t tail on every Recommend."""
 
+STEP_T = 5.0
+STEP_MIN_AFTER = 2
+STEP_MAX_AFTER = 60
+STEP_MIN_BEFORE = 5
+STEP_MAX_BEFORE = 60
+STEP_MIN_LOG_SCALE = 0.01
+STEP_INPUT_T = 3.0
+"""A step of an action's level (core/steps.py): the newest m runs (STEP_MIN_AFTER to
+STEP_MAX_AFTER) against up to STEP_MAX_BEFORE before them (at least STEP_MIN_BEFORE to say what
+the old level was), a two-sample t on log peaks less what a log-linear fit on the inputs
+explains; the split with the largest t, if it passes STEP_T, moves the runs before it by the
+step before any design is fitted (core/online.py, `_cores`), and the step's own error joins the
+spread (`Fit.predict`). A split where any input's mean moved by more than STEP_INPUT_T of its
+standard errors is not judged (a request that moved to larger batches is not a step: the
+log-linear fit misses a footprint plus activations away from the inputs' mean); the pooled
+spread is never read below STEP_MIN_LOG_SCALE (identical peaks must not make a 1 % move a step).
+Why: the designs' weights (half-life 6 or 12 runs) follow a step's level within a few runs, but
+give the old level a tenth of the weight 20 to 40 runs later, and a 1.75x step in that tenth is
+a spread three times the runs' own; the change posterior (ONLINE_CHANGE_*) judges the designs'
+errors, which fade as they follow, and a trend design took the step for growth. On the step
+change workload (seed 7, in process, on 849e6e9) the second to twentieth runs after a step cost
+2.2 times what VPA's P90 x 1.15 spent there (582 against 251 GB-h above the oracle).
+Why these numbers: STEP_T 5 finds a 1.6x step with 5 % scatter two runs after it and no step in
+300 histories of 120 runs of t(3) scatter, nor (at most 1 in 100) in peaks in two modes a fifth
+of the runs 1.6x the rest (tests/test_steps.py); 60 runs each side keep the test's cost in tens
+of microseconds per refit (cumulative sums) and reach past the point where the weights would
+have forgotten the old level. Measured in process (`recommender evaluate --runner in-process
+--trace T --seed N --quiet`, 2026-12-06, first-attempt OOMs at reserved GB-h, before -> after):
+step change seeds 7/3/11 17/12/10 at 11,193/14,556/14,217 -> 17/15/11 at 10,831/13,991/13,890
+(3.2 %, 3.9 % and 2.3 % less memory; seed 3's three more are actions whose new level sits near a
+slice boundary, where the chance stated at the smaller slice, 2-4 %, is below the price of the
+slice above, which the two levels' spread had bought by accident); the second to twentieth
+runs after a step on seed 7 582 -> 270 GB-h above the oracle (VPA 251). Unchanged within a few
+GB-h: GenTD26 by the hour 17 at 117,580 -> 117,568, two modes seeds 2/3 16/11 at 21,372/17,522
+-> 21,364/17,522, generated seeds 7/2 2/1 at 11,674/13,709 -> 11,676/13,709 and with 1,000
+actions seeds 7/1 26/22 at 13,786/14,591 -> 13,786/14,568, shapes seed 5 14 at 23,012 -> 23,012.
+`python -m bench promotion --seeds 0,1,2`: the rules on the step past batch 16, draws 1/2,
+1,569.2/1,485.5 -> 1,567.5/1,510.2 GB-h (draw 2 +1.7 %, the same OOMs), the rest the same.
+Tried and not kept: the old level kept beside the aligned fit as a component of chance 1 - P
+where the best design's change posterior P passed 0.5 (the change posterior as the test): step
+seed 7 17 at 10,971 (the designs' posteriors fade as they follow the step, so it stopped
+aligning after about ten runs; judged on every design's posterior, 18 at 10,889); the test on
+the raw log peaks without the inputs: generated seed 7 2 -> 3 OOMs at 11,722 GB-h. With the
+memory saved, an OOM priced higher (OOM_WAIT_GPUS 6 / 7; step seeds 3/7, two modes seeds 2/3,
+GenTD26 by the hour): 14/15, 15/8, 16 at 14,081/10,924, 21,943/17,761, 118,064 and 12/14, 14/7,
+16 at 14,136/10,982, 22,143/18,049, 118,545 (VPA 10/14, 8/4, 86 at 15,298/11,286,
+22,749/18,450, 137,272); but at 7 the generated workload with 1,000 actions went from 26/22 at
+13,786/14,568 (1.19x/1.23x) to 19/19 at 14,552/14,752 (1.25x both, the bar), buying OOMs where
+they are already 0.3-0.4 %: not kept."""
+
 ONLINE_MIN_SAMPLES_OVER_LEARNED = 10
 """An action's own online model takes precedence over the offline learned model from this many
 executions on; before, a serving offline model (which has seen other actions) comes first."""

@@ -362,7 +362,8 @@ class OnlineModel:
         return Estimate(
             mib=mib, source=HISTORY,
             quantile=config.ESTIMATE_QUANTILE,
-            detail=f"{fit.design.said} over {fit.samples} executions: {need.describe()}, "
+            detail=f"{fit.design.said} over {fit.samples} executions"
+            f"{'; ' + fit.step.said() if fit.step else ''}: {need.describe()}, "
             f"p{config.ESTIMATE_QUANTILE * 100:g} {mib:,.0f} MiB",
             predictive=need)
 

@@ -28,7 +28,10 @@ The predictive distribution (`Predictive`) is a Student-t around the fit, its sc
 leave-one-out residuals' (so each action is calibrated on its own errors, not one offset shared
 by unlike actions), shrunk towards the population's typical spread with a few pseudo-degrees of
 freedom (so two executions do not make a confident action). Recent executions weigh more, by
-rank and by age, so a step change in the action's code is followed within a few runs.
+rank and by age, so a step change in the action's code is followed within a few runs; once the
+newest runs stand apart from those before them by more than their scatter (`core.steps`), the
+runs before are moved by the step before any design is fitted, so the designs' spread is the new
+level's own and not the two levels' distance.
 
 An OOM is a censored observation: it enters at the bumped value (more than the slice it died in)
 until the runner records how the execution ended; then its true peak replaces it (the store
@@ -52,6 +55,7 @@ from recommender.core import config
 from recommender.core.domain import Outcome, Sample
 from recommender.core.population import on_grid
 from recommender.core.predictive import OwnTail, Predictive, SeenPeaks, own_tail, t_quantile
+from recommender.core.steps import Step, find_step
 
 FloatArray = NDArray[np.float64]
 T = TypeVar("T", float, FloatArray)
@@ -156,6 +160,9 @@ class Fit:
     """The same design: per input, the variance of an action's own slope about the lent one
     (population.Scatter), so a request far from `centre` is as uncertain as a slope that may
     not be the action's makes it."""
+    step: Step | None = None
+    """A step of the action's level its runs were moved by before it was fitted
+    (`core.steps`): why its level and spread are the new level's, said in the reason."""
 
     def change_posterior(self, prior_log_scale: float) -> _Posterior | None:
         """How likely the action's level moved in each of its last few executions, judged on
@@ -221,6 +228,10 @@ class Fit:
         z = self.r_inv.T @ (x / size)
         leverage = float(z @ z)
         scale = self.scale * size * math.sqrt(1.0 + leverage)
+        if self.step is not None:
+            # The runs moved by a step carry its error into the level (core.steps).
+            spread = 1.0 if self.design.log_space else max(loc, 1.0)
+            scale = math.sqrt(scale * scale + self.step.variance * spread * spread)
         if self.misfit:
             scale = math.sqrt(scale * scale + self._missed(features))
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
@@ -368,6 +379,8 @@ class _Data:
     inputs: Mapping[str, FloatArray]
     ranks: FloatArray
     ages: FloatArray
+    step: Step | None = None
+    """A step of the action's level the runs were moved by (`core.steps`)."""
     weights: dict[float, _Weighted] = field(default_factory=dict)
 
     def weighted(self, half_life: float) -> _Weighted:
@@ -438,6 +451,7 @@ class _Core:
     """Their weights in the fit."""
     centre: tuple[float, ...] = ()
     """A design with lent slopes: the weighted mean of each input column (`Fit.centre`)."""
+    step: Step | None = None
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
@@ -546,7 +560,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
                  np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
-                 Residuals.of(log_loo, w_ok), loo, w_ok, centre)
+                 Residuals.of(log_loo, w_ok), loo, w_ok, centre, data.step)
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
@@ -568,7 +582,7 @@ def _finish(core: _Core, prior_log_scale: float) -> Fit:
     lookback = core.older_judged.shape[0]
     older = (loss * judged - np.cumsum(weighed[:lookback])) / core.older_judged
     return Fit(design, core.coef, core.r_inv, scale, df, loss, older, int(y_mib.shape[0]),
-               core.level, core.residuals, centre=core.centre)
+               core.level, core.residuals, centre=core.centre, step=core.step)
 
 
 def _tail_weights(w: FloatArray) -> FloatArray:
@@ -729,9 +743,15 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent
     # Each input as a column once, for every design that uses it (NaN where a run lacked it).
     inputs = {f: np.fromiter((float(s.features.get(f, math.nan)) for s in informative),
                              np.float64, n) for f in feature_names}
+    log_y = np.log(y)
+    step = find_step(log_y, tuple(inputs.values()))
+    if step is not None:
+        # The runs before a step are counted at the new level: one level, its own scatter.
+        log_y[step.runs:] += step.shift
+        y = np.exp(log_y)
     at = np.fromiter((s.at_s for s in informative), np.float64, n)
-    data = _Data(y, np.log(y), inputs, np.arange(n, dtype=np.float64),
-                 np.maximum(at.max() - at, 0.0))
+    data = _Data(y, log_y, inputs, np.arange(n, dtype=np.float64),
+                 np.maximum(at.max() - at, 0.0), step)
     designs = _designs(feature_names, n, slopes, powers)
     cores = [c for d in designs if d.features if (c := _core(d, data)) is not None]
     # Where designs on the inputs compete, every design is judged on the same runs, weighed
