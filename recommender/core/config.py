@@ -544,7 +544,7 @@ step's level within a few runs, but give the old level a tenth of the weight 20 
 and a 1.75x step in that tenth is a spread three times the runs' own; the change posterior
 (ONLINE_CHANGE_*) judges the designs' errors, which fade as they follow, and a trend design took the
 step for growth. On the step change workload (seed 7, in process, on 849e6e9) the second to
-twentieth runs after a step cost 2.2 times what VPA's P90 x 1.15 spent there (582 against 251 GB-h
+twentieth runs after a step cost 2.3 times what VPA's P90 x 1.15 spent there (582 against 251 GB-h
 above the oracle). Why these numbers: STEP_T 5 finds a 1.6x step with 5 % scatter two runs after it
 and no step in 300 histories of 120 runs of t(3) scatter, nor (at most 1 in 100) in peaks in two
 modes a fifth of the runs 1.6x the rest (tests/test_steps.py); 60 runs each side keep the test's
