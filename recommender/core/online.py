@@ -229,9 +229,10 @@ class Fit:
         leverage = float(z @ z)
         scale = self.scale * size * math.sqrt(1.0 + leverage)
         if self.step is not None:
-            # The runs moved by a step carry its error into the level (core.steps).
-            spread = 1.0 if self.design.log_space else max(loc, 1.0)
-            scale = math.sqrt(scale * scale + self.step.variance * spread * spread)
+            # The runs moved by a step carry its error into the level (core.steps): a variance
+            # in log MiB, so in MiB a share of the level.
+            level = 1.0 if self.design.log_space else max(loc, 1.0)
+            scale = math.sqrt(scale * scale + self.step.variance * level * level)
         if self.misfit:
             scale = math.sqrt(scale * scale + self._missed(features))
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
@@ -452,6 +453,7 @@ class _Core:
     centre: tuple[float, ...] = ()
     """A design with lent slopes: the weighted mean of each input column (`Fit.centre`)."""
     step: Step | None = None
+    """The step its runs were moved by (`Fit.step`)."""
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
