@@ -161,13 +161,18 @@ class Population:
     nearest_declared: Nearest | None = field(default=None, compare=False, repr=False)
     """The same for the declared ratios, by the inputs and the declared memory."""
 
+    @property
+    def scatter(self) -> Scatter | None:
+        """How an action's runs stray from each other (`AtInputs.scatter`), if known."""
+        return self.at_inputs.scatter if self.at_inputs is not None else None
+
     @cached_property
     def misfit(self) -> tuple[tuple[str, float], ...]:
         """Per input, how far an action's own slope strays from the pooled one (a variance in
         log, `Scatter.slopes`, its square root on the population's grid, by input name): what
         a young action's power law with lent slopes is widened by far from its runs' inputs.
         On the grid, so that a new read rarely moves it and the fits it keys stay valid."""
-        scatter = self.at_inputs.scatter if self.at_inputs is not None else None
+        scatter = self.scatter
         return () if scatter is None else tuple(sorted(
             (f, on_grid(math.sqrt(t)) ** 2) for f, t in scatter.slopes.items() if t > 0))
 
@@ -175,7 +180,7 @@ class Population:
     def noise(self) -> float | None:
         """The run-to-run noise beside `misfit` (`Scatter.noise`, as a spread on the grid):
         that power law's prior spread at its runs' inputs."""
-        scatter = self.at_inputs.scatter if self.at_inputs is not None else None
+        scatter = self.scatter
         return None if scatter is None else on_grid(math.sqrt(scatter.noise))
 
     def prior(self, declared_mib: float, first_run_mib: float = 0.0,

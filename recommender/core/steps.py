@@ -83,11 +83,10 @@ def find_step(log_y: FloatArray, inputs: Sequence[FloatArray] = ()) -> Step | No
         sd = float(c.std())
         if sd <= 1e-9 * (1.0 + abs(float(c.mean()))):
             continue  # an input that never varied: every split is alike
-        k = np.concatenate(([0.0], np.cumsum(c)))
-        moved = np.abs(k[m] / m - (k[m + nb] - k[m]) / nb) / (sd * np.sqrt(1.0 / m + 1.0 / nb))
+        after, before = _sides(np.concatenate(([0.0], np.cumsum(c))), m, nb)
+        moved = np.abs(after / m - before / nb) / (sd * np.sqrt(1.0 / m + 1.0 / nb))
         inside &= moved <= config.STEP_INPUT_T
-    sum_a, sq_a = c1[m], c2[m]
-    sum_b, sq_b = c1[m + nb] - c1[m], c2[m + nb] - c2[m]
+    (sum_a, sum_b), (sq_a, sq_b) = _sides(c1, m, nb), _sides(c2, m, nb)
     mean_a, mean_b = sum_a / m, sum_b / nb
     ss = (sq_a - sum_a * mean_a) + (sq_b - sum_b * mean_b)
     var = np.maximum(ss / (m + nb - 2), config.STEP_MIN_LOG_SCALE ** 2)
@@ -97,3 +96,10 @@ def find_step(log_y: FloatArray, inputs: Sequence[FloatArray] = ()) -> Step | No
         return None
     return Step(int(m[best]), float(mean_a[best] - mean_b[best]), float(t[best]),
                 float(var[best] * (1.0 / m[best] + 1.0 / nb[best])))
+
+
+def _sides(cumulative: FloatArray, m: NDArray[np.int_], nb: NDArray[np.int_]
+           ) -> tuple[FloatArray, FloatArray]:
+    """Sums over the newest m and the nb before them, for every split at once, from a
+    cumulative sum that starts at 0."""
+    return cumulative[m], cumulative[m + nb] - cumulative[m]
