@@ -359,3 +359,54 @@ def test_an_oom_over_grpc_climbs_the_ladder(catalog: Catalog) -> None:
     rungs = [s for s in slices.mib if slices.fit(3000 * 1.3) < s <= slices.fit(70000)]
     assert 2 <= m.retries <= len(rungs)
     assert m.wasted_gbh >= m.retries * slices.fit(3000) / 1024  # each failed attempt held one
+
+
+def _ran(m: replay.Metrics, s: replay.Slices, chance: float, first: float, peak: float) -> None:
+    """One execution of an hour into `m`, its attempts climbing from `first` as the ladder does."""
+    attempts, served = s.attempts(int(first), peak)
+    m.add(attempts, peak, 1.0, served)
+    m.firsts.append(replay.FirstAttempt(chance, first, peak, 1.0, sum(attempts) / 1024))
+
+
+def test_the_frontier_moves_the_riskier_first_attempts_a_slice_up() -> None:
+    s = replay.Slices((10000, 20000, 40000))
+    m = replay.Metrics("ours")
+    _ran(m, s, 0.05, 10000, 12000)  # ran out, climbed to 20,000
+    _ran(m, s, 0.01, 10000, 9000)
+    _ran(m, s, 0.20, 40000, 30000)  # the largest: no slice above to move to
+    _ran(m, s, 0.03, 10000, 25000)  # one slice up still runs out, and climbs on
+    assert m.first_oom == 2
+    assert replay.frontier_point(m, s, 0.10) == (0, 2, pytest.approx(m.reserved_gbh))
+    moved, ran_out, gbh = replay.frontier_point(m, s, 0.02)
+    assert (moved, ran_out) == (2, 1)
+    # 10,000 + 20,000 became 20,000; 10,000 + 20,000 + 40,000 became 20,000 + 40,000.
+    assert gbh == pytest.approx(m.reserved_gbh - 20000 / 1024)
+    moved, ran_out, gbh = replay.frontier_point(m, s, 0.005)
+    assert (moved, ran_out) == (3, 1)
+    assert gbh == pytest.approx(m.reserved_gbh - 20000 / 1024 + 10000 / 1024)
+    vpa = replay.Metrics(replay.VPA)
+    vpa.first_oom, vpa.reserved_gbh = 1, 1000.0
+    table = replay.frontier_table(m, s, vpa)
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]]
+            for r in table.splitlines()[2:] if r.startswith("|")}
+    assert rows["none (as replayed)"][:2] == ["0", "2"]
+    assert rows["stated chance above 3.0%"][:2] == ["1", "1"]
+    # 2 % and 1 % move the same two: the higher bar is named.
+    cheapest = min(gbh for _, _, gbh in (replay.frontier_point(m, s, x)
+                                         for x in replay.FRONTIER_CHANCES))
+    assert table.splitlines()[-1].endswith(f"with no more: {cheapest:,.0f} GB-h "
+                                           "(stated chance above 2.0%).")
+
+
+def test_the_frontier_starts_where_the_replay_ran(catalog: Catalog) -> None:
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    slices = replay.Slices.of(pools)
+    t = trace([9000.0 + 40 * (i % 7) for i in range(30)] + [30000.0])
+    m = replay.replay_service("ours", t, pools, catalog)
+    assert len(m.firsts) == m.executions == len(t)
+    assert sum(f.reserved_gbh for f in m.firsts) == pytest.approx(m.reserved_gbh)
+    assert replay.frontier_point(m, slices, 1.0) == (0, m.first_oom, pytest.approx(
+        m.reserved_gbh))
+    # Moving every stated first attempt up never leaves more of them running out.
+    moved, ran_out, gbh = replay.frontier_point(m, slices, 0.0)
+    assert moved >= 25 and ran_out <= m.first_oom and gbh > m.reserved_gbh

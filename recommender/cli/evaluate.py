@@ -116,6 +116,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             print("\nThe service's stated chance of an OOM on each first recommendation, against "
                   "what happened:\n")
             print(replay.calibration_table(results[0]), flush=True)
+            print("\nWhat fewer OOMs would have cost: each first attempt whose stated chance "
+                  "passed a bar started one slice up, the ladder as before (a static estimate: "
+                  "every decision saw the replay's history):\n")
+            vpa = next((r for r in results if r.name == replay.VPA), None)
+            print(replay.frontier_table(results[0], slices, vpa), flush=True)
             if results[0].retrains:
                 print("\nRetraining (the service's replay):\n")
                 print("\n".join(f"- {r}" for r in results[0].retrains), flush=True)

@@ -50,6 +50,19 @@ from recommender.learning.serving import ModelHolder
 from recommender.store import SqlStore, connect, migrate
 
 
+@dataclass(frozen=True)
+class FirstAttempt:
+    """One execution of the service's replay, as `frontier_point` moves it."""
+
+    chance: float
+    """The chance of an OOM its first recommendation stated (0: none stated)."""
+    slice_mib: float
+    peak_mib: float
+    hours: float
+    reserved_gbh: float
+    """What all its attempts held."""
+
+
 @dataclass
 class Metrics:
     name: str
@@ -77,6 +90,10 @@ class Metrics:
     """The same for first recommendations of the largest slice offered (none holds 10 % more):
     the chance there weighed no choice (the tail beyond every slice), and a trace whose peaks
     are capped to fit never shows those OOMs, so it is kept out of the calibration rows."""
+
+    firsts: list[FirstAttempt] = field(default_factory=list)
+    """Per execution of the service's replays: its first attempt, its stated chance and what
+    all its attempts held (`frontier_point`)."""
 
     @property
     def oom_rate(self) -> float:
@@ -158,8 +175,11 @@ def declared(h: History, e: TraceExecution) -> float | None:
     return e.declared_mib or None
 
 
+VPA = "Kubernetes VPA (P90 x 1.15, 24 h)"
+"""The baseline the issue's bars are set against (`frontier_table`'s last line)."""
+
 BASELINES: dict[str, Rule] = {
-    "Kubernetes VPA (P90 x 1.15, 24 h)": vpa,
+    VPA: vpa,
     "Ryax 26.10 (peak + 10 %)": ryax_2610,
     "max of history x 1.2": max_x12,
     "user's declared memory": declared,
@@ -333,6 +353,8 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                 attempt = step
                 attempts.append(float(attempt.memory_mib))
             m.add(attempts, e.peak_mib, e.duration_h, served)
+            m.firsts.append(FirstAttempt(first.oom_chance, attempts[0], e.peak_mib,
+                                         e.duration_h, sum(attempts) / 1024 * e.duration_h))
             source = (first.source if first.source != "model"
                       else f"model ({first.model_version})")
             if source == "history" and runs.get(e.action_id, 0) < SPARSE_RUNS:
@@ -440,7 +462,62 @@ def calibration_table(m: Metrics) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BASELINES", "CHANCE_BINS", "LADDER", "LARGEST_SHARE", "RETRAIN_AT", "SPARSE",
-           "InProcessRunner", "Metrics", "RunnerFactory", "Slices", "calibration_table",
-           "excess_of", "excess_table", "in_process", "mixed_pools", "oracle", "replay_rule",
-           "replay_service", "retrain_points", "table"]
+FRONTIER_CHANCES = (0.10, 0.05, 0.03, 0.02, 0.01, 0.005, 0.002)
+"""Stated chances above which `frontier_table` moves first attempts a slice up: from where
+expected cost already buys the slice above on most cards (8 % for 80 GB over 40) down to where
+nearly every first attempt with a chance at all would move."""
+
+
+def frontier_point(m: Metrics, slices: Slices, above: float) -> tuple[int, int, float]:
+    """(executions moved, first attempts that ran out, reserved GB-h) had every first attempt
+    whose stated chance passed `above` started on the next offered slice that holds
+    LARGEST_SHARE times its memory, and climbed from there as the replay's ladder does (the
+    next bigger slice after each OOM). A static estimate: the history each decision saw stays
+    the replay's (an OOM avoided would also not have been recorded as one). What it shows: how
+    many OOMs more memory buys where the service itself saw the risk, the trade a higher price
+    of an OOM (`OOM_WAIT_GPUS`) would make, so a baseline's point can be read against it."""
+    moved = ran_out = 0
+    gbh = m.reserved_gbh
+    for f in m.firsts:
+        bigger = next((s for s in slices.mib if s >= f.slice_mib * LARGEST_SHARE), None)
+        if f.chance <= above or bigger is None:
+            ran_out += f.slice_mib < f.peak_mib
+            continue
+        attempts, _ = slices.attempts(bigger, f.peak_mib)
+        moved += 1
+        ran_out += attempts[0] < f.peak_mib
+        gbh += sum(attempts) / 1024 * f.hours - f.reserved_gbh
+    return moved, ran_out, gbh
+
+
+def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -> str:
+    """The service's replay as it ran, then with its riskier first attempts moved a slice up
+    (`frontier_point`) at each of FRONTIER_CHANCES; with `against` (a baseline's replay of the
+    same trace), a last line: what the fewest of these reserved GB-h are among the rows with no
+    more OOMs than it had. Why: fewer OOMs than a rule at more memory, or less memory at more
+    OOMs, is a choice of price; a rule whose point lies beyond these rows is beaten by what the
+    service predicts, not by what it charges for an OOM."""
+    lines = ["| first attempts moved a slice up | executions moved | first attempts that ran "
+             "out | reserved GB-h | vs as replayed |", "|---|---|---|---|---|"]
+    rows = [("none (as replayed)", 0, m.first_oom, m.reserved_gbh)]
+    rows += [(f"stated chance above {x:.1%}", *frontier_point(m, slices, x))
+             for x in FRONTIER_CHANCES]
+    for label, moved, ran_out, gbh in rows:
+        lines.append(f"| {label} | {moved:,} | {ran_out:,} | {gbh:,.0f} | "
+                     f"{gbh / m.reserved_gbh - 1 if m.reserved_gbh else 0:+.1%} |")
+    if against is not None:
+        fewer = [(gbh, label) for label, _, ran_out, gbh in rows if ran_out <= against.first_oom]
+        best = min(fewer, key=lambda row: row[0]) if fewer else None  # the first, at a tie
+        cheapest = (f"{best[0]:,.0f} GB-h ({best[1]})" if best is not None
+                    else "none of these rows has as few")
+        lines.append("")
+        lines.append(f"{against.name}: {against.first_oom:,} first attempts ran out at "
+                     f"{against.reserved_gbh:,.0f} GB-h; with no more: {cheapest}.")
+    return "\n".join(lines)
+
+
+__all__ = ["BASELINES", "CHANCE_BINS", "FRONTIER_CHANCES", "LADDER", "LARGEST_SHARE",
+           "RETRAIN_AT", "SPARSE", "VPA", "FirstAttempt", "InProcessRunner", "Metrics",
+           "RunnerFactory", "Slices", "calibration_table", "excess_of", "excess_table",
+           "frontier_point", "frontier_table", "in_process", "mixed_pools", "oracle",
+           "replay_rule", "replay_service", "retrain_points", "table"]
