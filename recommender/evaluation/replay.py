@@ -474,8 +474,9 @@ def frontier_point(m: Metrics, slices: Slices, above: float) -> tuple[int, int, 
     LARGEST_SHARE times its memory, and climbed from there as the replay's ladder does (the
     next bigger slice after each OOM). A static estimate: the history each decision saw stays
     the replay's (an OOM avoided would also not have been recorded as one). What it shows: how
-    many OOMs more memory buys where the service itself saw the risk, the trade a higher price
-    of an OOM (`OOM_WAIT_GPUS`) would make, so a baseline's point can be read against it."""
+    many OOMs more memory buys where the service itself saw the risk, roughly the trade a
+    higher price of an OOM (`OOM_WAIT_GPUS`) would make (a price weighs each size's cost too),
+    so a baseline's point can be read against it."""
     moved = ran_out = 0
     gbh = m.reserved_gbh
     for f in m.firsts:
@@ -495,8 +496,9 @@ def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -
     (`frontier_point`) at each of FRONTIER_CHANCES; with `against` (a baseline's replay of the
     same trace), a last line: what the fewest of these reserved GB-h are among the rows with no
     more OOMs than it had. Why: fewer OOMs than a rule at more memory, or less memory at more
-    OOMs, is a choice of price; a rule whose point lies beyond these rows is beaten by what the
-    service predicts, not by what it charges for an OOM."""
+    OOMs, is a choice of price. Where these rows reach the rule's OOMs with less memory than it
+    held, the OOMs the service has beyond its are the price the service puts on one; where they
+    do not, the rule buys them more cheaply than the service's predictions could."""
     lines = ["| first attempts moved a slice up | executions moved | first attempts that ran "
              "out | reserved GB-h | vs as replayed |", "|---|---|---|---|---|"]
     rows = [("none (as replayed)", 0, m.first_oom, m.reserved_gbh)]
