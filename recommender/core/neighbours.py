@@ -35,12 +35,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from recommender.core import config
+from recommender.core.arrays import FloatArray
 from recommender.core.spread import Spread
 
 if TYPE_CHECKING:
     from recommender.core.population import PopulationSample
-
-FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True, eq=False)

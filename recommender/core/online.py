@@ -49,15 +49,14 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
-from numpy.typing import NDArray
 
 from recommender.core import config
+from recommender.core.arrays import FloatArray
 from recommender.core.domain import Outcome, Sample
 from recommender.core.population import on_grid
 from recommender.core.predictive import OwnTail, Predictive, SeenPeaks, own_tail, t_quantile
 from recommender.core.steps import Step, find_step
 
-FloatArray = NDArray[np.float64]
 T = TypeVar("T", float, FloatArray)
 Lent = tuple[float | None, ...]
 """Other actions' slope per input name of an action, None where none is lent (`_slopes_for`)."""

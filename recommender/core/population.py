@@ -27,15 +27,13 @@ from functools import cached_property
 from typing import Protocol
 
 import numpy as np
-from numpy.typing import NDArray
 
 from recommender.core import config
+from recommender.core.arrays import FloatArray
 from recommender.core.calibration import EMPTY, CalibrationSample, SliceCalibration
 from recommender.core.neighbours import Nearest
 from recommender.core.predictive import Predictive
 from recommender.core.spread import Spread
-
-FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)

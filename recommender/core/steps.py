@@ -29,8 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from recommender.core import config
-
-FloatArray = NDArray[np.float64]
+from recommender.core.arrays import FloatArray
 
 
 @dataclass(frozen=True)
