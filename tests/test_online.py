@@ -29,7 +29,7 @@ from recommender.core.online import (
     common_features,
     fit_action,
 )
-from recommender.core.policy import _raised, by_expected_cost, recommend
+from recommender.core.policy import _capped, _raised, by_expected_cost, recommend
 from recommender.core.population import PopulationSample, build_population
 from recommender.core.predictive import (
     Predictive,
@@ -1132,6 +1132,71 @@ def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> Non
     need = _serving(samples)
     assert need.seen is not None
     assert need.survival(9000) == replace(need, seen=None).survival(9000)
+
+
+
+def _modes_below_a_record(runs: int, largest_at: int) -> list[Sample]:
+    """Runs in two modes, 9.8 and 17.6 GB (a quarter heavy, 2 % scatter, at most 18 GB),
+    newest first, the newest two heavy (the level follows them up), with the largest peak,
+    18.3 GB, the `largest_at`-th newest."""
+    rng = random.Random(2)
+    peaks = [(17600 if i < 2 or rng.random() < 0.25 else 9800) * math.exp(rng.gauss(0, 0.02))
+             for i in range(runs)]
+    peaks = [min(p, 18000.0) for p in peaks]
+    peaks[largest_at] = 18300.0
+    return [run(p, i) for i, p in enumerate(peaks)]
+
+
+def test_past_its_largest_peak_a_grown_action_is_capped_at_a_new_largest_s_chance() -> None:
+    # The t fitted to two modes reaches far past the heavy one: it states several percent at
+    # 20 GB, which no run ever needed. A new largest among 120 runs (weighed with half-life
+    # ONLINE_SEEN_HALF_LIFE) is at most one chance in their weights' sum plus one.
+    need = _serving(_modes_below_a_record(120, largest_at=60))
+    assert need.seen is not None
+    slice_mib = 19968.0
+    model = replace(need, seen=None).survival(slice_mib)
+    cap = need.seen.record
+    weights = 0.5 ** (np.arange(120) / config.ONLINE_SEEN_HALF_LIFE)
+    assert cap == pytest.approx(1.0 / (weights.sum() + 1.0))
+    assert model > 2 * cap
+    assert need.survival(slice_mib) == pytest.approx(cap)
+    assert need.capped_by_seen(slice_mib) == (pytest.approx(model), pytest.approx(cap))
+    assert f"{model:.1%}" in _capped(need, slice_mib) and "new largest" in _capped(need, slice_mib)
+    # Its quantiles follow: the 20 GB slice now covers all but twice the cap.
+    assert need.quantile(1.0 - 2 * cap) <= slice_mib < replace(need, seen=None).quantile(
+        1.0 - 2 * cap)
+
+
+def test_the_cap_holds_only_past_the_margin_for_a_grown_action_whose_largest_is_not_new() -> None:
+    slice_mib = 19968.0
+    # The largest among the newest (a step or a growth sets them), or a young action.
+    for samples in (_modes_below_a_record(120, largest_at=5),
+                    _modes_below_a_record(config.ONLINE_RECORD_MIN_RUNS - 1, largest_at=25)):
+        need = _serving(samples)
+        assert need.seen is not None
+        assert need.capped_by_seen(slice_mib) is None
+        assert need.survival(slice_mib) >= replace(need, seen=None).survival(slice_mib)
+        assert _capped(need, slice_mib) == ""
+    need = _serving(_modes_below_a_record(120, largest_at=60))
+    just_past = 18300.0 * (1.0 + config.ONLINE_RECORD_MARGIN / 2)  # a heavy mode's new largest
+    assert need.capped_by_seen(just_past) is None
+    assert need.survival(just_past) == replace(need, seen=None).survival(just_past)
+
+
+def test_a_step_up_is_not_capped_at_the_runs_before_it() -> None:
+    # The newest three runs at 1.5 times the level of the 147 before them. The step moves
+    # those runs to the new level, by a factor read from three runs: their largest, moved,
+    # is no draw of the new level's, and nothing caps the model past it.
+    rng = random.Random(11)
+    samples = [run((15000 if i < 3 else 10000) * math.exp(rng.gauss(0, 0.03)), i)
+               for i in range(150)]
+    need = _serving(samples)
+    assert need.seen is not None
+    assert 14000 < math.exp(need.loc) < 16000  # the runs before were moved up
+    assert need.seen.record_from == math.inf
+    for mib in (16000.0, 17000.0, 18000.0):
+        assert need.capped_by_seen(mib) is None
+        assert need.survival(mib) >= replace(need, seen=None).survival(mib)
 
 
 # --- a young action borrows other actions' slopes (Design.slopes) ----------------------------

@@ -607,12 +607,16 @@ def _own_tail(core: _Core, fit: Fit) -> OwnTail | None:
 def _seen(core: _Core) -> SeenPeaks | None:
     """The action's peaks, for a design without inputs that has ONLINE_SEEN_MIN_RUNS of them
     (on the inputs, a peak says what one request needed, not what the next will), weighed
-    with half-life ONLINE_SEEN_HALF_LIFE executions."""
+    with half-life ONLINE_SEEN_HALF_LIFE executions; past the largest, a cap once it has run
+    ONLINE_RECORD_MIN_RUNS times (ONLINE_RECORD_MARGIN), unless a step moved its runs."""
     n = core.y_mib.shape[0]
     if core.design.features or n < config.ONLINE_SEEN_MIN_RUNS:
         return None
+    # Runs moved by a step (`core.step`) are not draws of the new level's largest: its
+    # factor is read from the few runs after it.
+    grown = config.ONLINE_RECORD_MIN_RUNS if core.step is None else 0
     return SeenPeaks.of(core.y_mib, _SEEN_WEIGHTS[:n], config.ONLINE_SEEN_PRIOR,
-                        config.ONLINE_SEEN_RECENT)
+                        config.ONLINE_SEEN_RECENT, grown, config.ONLINE_RECORD_MARGIN)
 
 
 _SEEN_WEIGHTS = 0.5 ** (np.arange(config.HISTORY_WINDOW, dtype=np.float64)

@@ -115,6 +115,18 @@ def _raised(predictive: Predictive, mib: float) -> str:
             f"{share:.0%} of its runs, the newest weighing most, needed more)")
 
 
+def _capped(predictive: Predictive, mib: float) -> str:
+    """" (the level and its scatter say 6.2 %; none of its runs needed as much: a new largest
+    is at most 1.0 % likely)" when the cap past the action's largest peak lowered the model's
+    chance there (predictive.SeenPeaks.record), else nothing."""
+    capped = predictive.capped_by_seen(mib)
+    if capped is None:
+        return ""
+    model, record = capped
+    return (f" (the level and its scatter say {model:.1%}; none of its runs needed as much: "
+            f"a new largest is at most {record:.1%} likely)")
+
+
 def _calibrated(calibration: SliceCalibration | None, model: float | None, stated: float,
                 mib: float) -> str:
     """" (its model says 0.8 %; young actions' first attempts on 40,448 MiB ran out 24 times
@@ -250,6 +262,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             notes.append(
                 f"the slice of least expected cost (memory, plus the wait for a rerun after an "
                 f"OOM, {chance:.1%} likely{_raised(predictive, chosen.profile.memory_mib)}"
+                f"{_capped(predictive, chosen.profile.memory_mib)}"
                 f"{_calibrated(calibration, model_chance, chance, chosen.profile.memory_mib)}, "
                 f"counted as {config.OOM_WAIT_GPUS:g} whole GPUs)"
                 + ("" if len(pools) == 1 else " among the offered pools"))

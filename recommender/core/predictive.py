@@ -199,7 +199,18 @@ class SeenPeaks:
     blended with the model's chance as a beta posterior (the model worth `prior` runs) and can
     only raise it: after a step up, the runs before it say too little, and the model's level
     change is right. It stops counting a size no run has passed among the newest `recent`: a
-    step down is not held at the old level by runs before it."""
+    step down is not held at the old level by runs before it.
+
+    Above the largest peak the count also caps the chance (`record`): a run needing more than
+    every one before it is, for runs that could come in any order, at most one chance in the
+    runs plus one (the weighted form: the new run's weight, 1, over the weights' sum plus 1),
+    whatever shape their distribution has. A t fitted to two modes puts the heavier one a few
+    scales out and its tail well past it; the runs say no run went there. The cap holds only
+    where the runs look exchangeable: a grown action (`grown` runs or more) whose largest peak
+    is not among the newest `recent` (a step up or a growth sets new largest peaks run after
+    run, and there the model's level change is right), and only `margin` above the largest
+    peak, where a heavier mode's own scatter does not reach (its new largest peaks land just
+    past the old one)."""
 
     peaks: array[float] = field(repr=False)
     """The action's peaks (MiB), ascending, in single precision (within 0.06 MiB below 1 TiB):
@@ -209,22 +220,33 @@ class SeenPeaks:
     """over[i]: the weight of peaks[i:]."""
     total: float
     recent_max: float
-    """The largest of the newest `recent` peaks: sizes at or above it are the model's alone."""
+    """The largest of the newest `recent` peaks: sizes at or above it are the model's alone,
+    but for the cap past the largest peak (`record`)."""
     prior: float
+    record_from: float = math.inf
+    """The size from which the chance is capped at `record` (inf: not capped)."""
+    record: float = 1.0
+    """The chance of a run needing more than every one before it."""
 
     @classmethod
     def of(cls, peaks_mib: NDArray[np.float64], weights: NDArray[np.float64], prior: float,
-           recent: int) -> SeenPeaks:
-        """From peaks and their weights, newest first."""
+           recent: int, grown: int = 0, margin: float = 0.0) -> SeenPeaks:
+        """From peaks and their weights, newest first; `grown` 0 caps nothing."""
         order = np.argsort(peaks_mib)
         over = np.cumsum(weights[order][::-1])[::-1].astype(np.float32)
         peaks = array("f")
         peaks.frombytes(peaks_mib[order].astype(np.float32).tobytes())
-        return cls(peaks, over, float(over[0]),
-                   float(peaks_mib[:recent].max()), prior)
+        total = float(over[0])
+        recent_max = float(peaks_mib[:recent].max())
+        largest = float(peaks_mib.max())
+        capped = 0 < grown <= peaks_mib.shape[0] and recent_max < largest
+        return cls(peaks, over, total, recent_max, prior,
+                   largest * (1.0 + margin) if capped else math.inf, 1.0 / (total + 1.0))
 
     def survival(self, mib: float, model: float) -> float:
         """P(need > mib), `model` being the model's answer."""
+        if mib >= self.record_from:
+            return min(model, self.record)
         if mib >= self.recent_max:
             return model
         return max(model, (self.prior * model + self._over(mib)) / (self.prior + self.total))
@@ -301,6 +323,19 @@ class Predictive:
         if self.seen.survival(mib, model) <= model:
             return None
         return model, self.seen.share(mib)
+
+    def capped_by_seen(self, mib: float) -> tuple[float, float] | None:
+        """(the model's own chance, the cap) when the cap past the action's largest peak
+        lowered the chance of an OOM at `mib` (SeenPeaks.record); None when it did not."""
+        if self.seen is None or mib < self.floor_mib:
+            return None
+        x = self._x(mib)
+        if x is None:
+            return None
+        model = self._model_tail(x)
+        if self.seen.survival(mib, model) >= model:
+            return None
+        return model, self.seen.record
 
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
