@@ -8,6 +8,7 @@ import math
 import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -1134,7 +1135,6 @@ def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> Non
     assert need.survival(9000) == replace(need, seen=None).survival(9000)
 
 
-
 def _modes_below_a_record(runs: int, largest_at: int) -> list[Sample]:
     """Runs in two modes, 9.8 and 17.6 GB (a quarter heavy, 2 % scatter, at most 18 GB),
     newest first, the newest two heavy (the level follows them up), with the largest peak,
@@ -1165,6 +1165,31 @@ def test_past_its_largest_peak_a_grown_action_is_capped_at_a_new_largest_s_chanc
     # Its quantiles follow: the 20 GB slice now covers all but twice the cap.
     assert need.quantile(1.0 - 2 * cap) <= slice_mib < replace(need, seen=None).quantile(
         1.0 - 2 * cap)
+    # It starts at the margin past the largest peak, only ever lowers the chance (far out the
+    # model's own is smaller), and leaves a tail that never rises (the bisection of a
+    # quantile and the expected cost's climb need one).
+    start = 18300.0 * (1.0 + config.ONLINE_RECORD_MARGIN)
+    assert need.seen.record_from == pytest.approx(start)
+    assert need.survival(start) == pytest.approx(cap)
+    assert need.survival(start * 0.999) == replace(need, seen=None).survival(start * 0.999)
+    far = 40000.0
+    assert replace(need, seen=None).survival(far) < cap
+    assert need.survival(far) == replace(need, seen=None).survival(far)
+    tail = [need.survival(m) for m in np.linspace(8000.0, 30000.0, 2001)]
+    assert all(b <= a for a, b in pairwise(tail))
+
+
+def test_the_policy_takes_the_slice_past_the_largest_peak_and_says_why(catalog: Catalog
+                                                                        ) -> None:
+    pool = mk(catalog, "a100", "A100-80GB")
+    samples = _modes_below_a_record(120, largest_at=60)
+    est = default_estimator().estimate(Evidence(NOW, samples))
+    assert est is not None and est.predictive is not None
+    d = recommend(Request("act", "e", (pool,)), est)
+    assert 18300 < d.rung.profile.memory_mib < 21000  # the 20 GB slice, not 40 GB
+    assert "a new largest is at most" in d.reason
+    uncapped = replace(est, predictive=replace(est.predictive, seen=None))
+    assert recommend(Request("act", "e", (pool,)), uncapped).rung.profile.memory_mib > 21000
 
 
 def test_the_cap_holds_only_past_the_margin_for_a_grown_action_whose_largest_is_not_new() -> None:
@@ -1193,10 +1218,23 @@ def test_a_step_up_is_not_capped_at_the_runs_before_it() -> None:
     need = _serving(samples)
     assert need.seen is not None
     assert 14000 < math.exp(need.loc) < 16000  # the runs before were moved up
-    assert need.seen.record_from == math.inf
+    assert need.seen.record_from == math.inf  # past the largest runs as moved, too
     for mib in (16000.0, 17000.0, 18000.0):
         assert need.capped_by_seen(mib) is None
         assert need.survival(mib) >= replace(need, seen=None).survival(mib)
+
+
+def test_an_oom_s_bumped_value_is_no_largest_peak_to_cap_past() -> None:
+    # The 60th newest run ran out of a 12 GB slice and its rerun was never recorded: its
+    # need is only known to be above the bumped value, the largest of the history.
+    samples = _modes_below_a_record(120, largest_at=60)
+    samples[60] = run(0.0, 60, outcome=Outcome.OOM, slice_mib=18300.0)
+    need = _serving(samples)
+    assert need.seen is not None and need.seen.record_from == math.inf
+    assert need.capped_by_seen(19968.0) is None
+    # Its rerun recorded (the store keeps the success in its place): capped past it.
+    samples[60] = run(18300.0 * 1.05, 60)
+    assert _serving(samples).seen.record_from < math.inf
 
 
 # --- a young action borrows other actions' slopes (Design.slopes) ----------------------------

@@ -381,6 +381,8 @@ class _Data:
     ages: FloatArray
     step: Step | None = None
     """A step of the action's level the runs were moved by (`core.steps`)."""
+    largest_seen: bool = True
+    """Its largest value is a peak, not an OOM's bumped lower bound of one."""
     weights: dict[float, _Weighted] = field(default_factory=dict)
 
     def weighted(self, half_life: float) -> _Weighted:
@@ -453,6 +455,8 @@ class _Core:
     """A design with lent slopes: the weighted mean of each input column (`Fit.centre`)."""
     step: Step | None = None
     """The step its runs were moved by (`Fit.step`)."""
+    largest_seen: bool = True
+    """Its largest value is a peak, not an OOM's bumped lower bound of one (`_Data`)."""
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
@@ -561,7 +565,8 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
                  np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
-                 Residuals.of(log_loo, w_ok), loo, w_ok, centre, data.step)
+                 Residuals.of(log_loo, w_ok), loo, w_ok, centre, data.step,
+                 data.largest_seen)
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
@@ -608,13 +613,16 @@ def _seen(core: _Core) -> SeenPeaks | None:
     """The action's peaks, for a design without inputs that has ONLINE_SEEN_MIN_RUNS of them
     (on the inputs, a peak says what one request needed, not what the next will), weighed
     with half-life ONLINE_SEEN_HALF_LIFE executions; past the largest, a cap once it has run
-    ONLINE_RECORD_MIN_RUNS times (ONLINE_RECORD_MARGIN), unless a step moved its runs."""
+    ONLINE_RECORD_MIN_RUNS times (ONLINE_RECORD_MARGIN), unless a step moved its runs or the
+    largest is an OOM's."""
     n = core.y_mib.shape[0]
     if core.design.features or n < config.ONLINE_SEEN_MIN_RUNS:
         return None
     # Runs moved by a step (`core.step`) are not draws of the new level's largest: its
-    # factor is read from the few runs after it.
-    grown = config.ONLINE_RECORD_MIN_RUNS if core.step is None else 0
+    # factor is read from the few runs after it. Nor is an OOM's bumped value a largest peak:
+    # the need it stands for is only known to be above it.
+    grown = (config.ONLINE_RECORD_MIN_RUNS if core.step is None and core.largest_seen
+             else 0)
     return SeenPeaks.of(core.y_mib, _SEEN_WEIGHTS[:n], config.ONLINE_SEEN_PRIOR,
                         config.ONLINE_SEEN_RECENT, grown, config.ONLINE_RECORD_MARGIN)
 
@@ -756,7 +764,8 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent
         y = np.exp(log_y)
     at = np.fromiter((s.at_s for s in informative), np.float64, n)
     data = _Data(y, log_y, inputs, np.arange(n, dtype=np.float64),
-                 np.maximum(at.max() - at, 0.0), step)
+                 np.maximum(at.max() - at, 0.0), step,
+                 informative[int(np.argmax(y))].outcome is succeeded)
     designs = _designs(feature_names, n, slopes, powers)
     cores = [c for d in designs if d.features if (c := _core(d, data)) is not None]
     # Where designs on the inputs compete, every design is judged on the same runs, weighed

@@ -188,7 +188,7 @@ def own_tail(z: NDArray[np.float64], w: NDArray[np.float64], prior: float) -> Ow
 @dataclass(frozen=True, eq=False)
 class SeenPeaks:
     """How often the action's own recent peaks went past a size: a floor under the model's
-    chance of an OOM there, once it has run enough to count.
+    chance of an OOM there, once it has run enough to count, and past its largest peak a cap.
 
     Why: a model of the level and its scatter, however its tail is shaped, follows the last
     runs (memory steps and grows), so an action whose runs fall in two modes, the heavier one
@@ -201,10 +201,11 @@ class SeenPeaks:
     change is right. It stops counting a size no run has passed among the newest `recent`: a
     step down is not held at the old level by runs before it.
 
-    Above the largest peak the count also caps the chance (`record`): a run needing more than
-    every one before it is, for runs that could come in any order, at most one chance in the
-    runs plus one (the weighted form: the new run's weight, 1, over the weights' sum plus 1),
-    whatever shape their distribution has. A t fitted to two modes puts the heavier one a few
+    Above the largest peak the count also caps the chance (`record`): for runs that could come
+    in any order, a run needing more than every one of n before it has a chance of at most one
+    in n + 1, whatever shape their distribution has (averaged over the histories such runs
+    could have, as a conformal bound is). Weighed as the count is, the cap is the looser one
+    over the weights' sum plus one. A t fitted to two modes puts the heavier one a few
     scales out and its tail well past it; the runs say no run went there. The cap holds only
     where the runs look exchangeable: a grown action (`grown` runs or more) whose largest peak
     is not among the newest `recent` (a step up or a growth sets new largest peaks run after
@@ -226,7 +227,7 @@ class SeenPeaks:
     record_from: float = math.inf
     """The size from which the chance is capped at `record` (inf: not capped)."""
     record: float = 1.0
-    """The chance of a run needing more than every one before it."""
+    """An upper bound on the chance of a run needing more than every one before it."""
 
     @classmethod
     def of(cls, peaks_mib: NDArray[np.float64], weights: NDArray[np.float64], prior: float,
@@ -279,7 +280,8 @@ class Predictive:
     own: OwnTail | None = None
     """The action's own errors' tail, blended into the main component's above its median."""
     seen: SeenPeaks | None = field(default=None, compare=False)
-    """How often the action's own peaks passed each size: a floor under the chance of an OOM."""
+    """How often the action's own peaks passed each size: a floor under the chance of an OOM,
+    and past the largest a cap on it."""
 
     def _x(self, mib: float) -> float | None:
         if self.log_space:
@@ -314,28 +316,29 @@ class Predictive:
         """(the model's own chance, the share of the action's runs past `mib`) when that
         share raised the chance of an OOM at `mib`; None when it did not. The reason says so:
         an operator reading 9 % where the level says 3 % should see where 9 % came from."""
-        if self.seen is None or mib < self.floor_mib:
+        found = self._model_and_seen(mib)
+        if found is None or found[1] <= found[0] or self.seen is None:
             return None
-        x = self._x(mib)
-        if x is None:
-            return None
-        model = self._model_tail(x)
-        if self.seen.survival(mib, model) <= model:
-            return None
-        return model, self.seen.share(mib)
+        return found[0], self.seen.share(mib)
 
     def capped_by_seen(self, mib: float) -> tuple[float, float] | None:
         """(the model's own chance, the cap) when the cap past the action's largest peak
         lowered the chance of an OOM at `mib` (SeenPeaks.record); None when it did not."""
+        found = self._model_and_seen(mib)
+        if found is None or found[1] >= found[0] or self.seen is None:
+            return None
+        return found[0], self.seen.record
+
+    def _model_and_seen(self, mib: float) -> tuple[float, float] | None:
+        """(the model's chance at `mib`, the chance once its runs have had their say), or None
+        where the runs have no say (none counted, or below the floor)."""
         if self.seen is None or mib < self.floor_mib:
             return None
         x = self._x(mib)
         if x is None:
             return None
         model = self._model_tail(x)
-        if self.seen.survival(mib, model) >= model:
-            return None
-        return model, self.seen.record
+        return model, self.seen.survival(mib, model)
 
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
