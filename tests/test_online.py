@@ -30,7 +30,7 @@ from recommender.core.online import (
     common_features,
     fit_action,
 )
-from recommender.core.policy import _capped, _raised, by_expected_cost, recommend
+from recommender.core.policy import _seen_said, by_expected_cost, recommend
 from recommender.core.population import PopulationSample, build_population
 from recommender.core.predictive import (
     Predictive,
@@ -1121,8 +1121,8 @@ def test_the_reason_says_when_the_count_raised_the_chance() -> None:
     assert level < need.survival(8500.0) <= share
     assert need.raised_by_seen(12000.0) is None  # no run passed it: the model alone
     assert replace(need, seen=None).raised_by_seen(8500.0) is None
-    assert "needed more" in _raised(need, 8500.0) and f"{level:.1%}" in _raised(need, 8500.0)
-    assert _raised(need, 12000.0) == ""
+    assert "needed more" in _seen_said(need, 8500.0) and f"{level:.1%}" in _seen_said(need, 8500.0)
+    assert _seen_said(need, 12000.0) == ""
 
 
 def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> None:
@@ -1161,7 +1161,8 @@ def test_past_its_largest_peak_a_grown_action_is_capped_at_a_new_largest_s_chanc
     assert model > 2 * cap
     assert need.survival(slice_mib) == pytest.approx(cap)
     assert need.capped_by_seen(slice_mib) == (pytest.approx(model), pytest.approx(cap))
-    assert f"{model:.1%}" in _capped(need, slice_mib) and "new largest" in _capped(need, slice_mib)
+    said = _seen_said(need, slice_mib)
+    assert f"{model:.1%}" in said and "new largest" in said
     # Its quantiles follow: the 20 GB slice now covers all but twice the cap.
     assert need.quantile(1.0 - 2 * cap) <= slice_mib < replace(need, seen=None).quantile(
         1.0 - 2 * cap)
@@ -1201,7 +1202,7 @@ def test_the_cap_holds_only_past_the_margin_for_a_grown_action_whose_largest_is_
         assert need.seen is not None
         assert need.capped_by_seen(slice_mib) is None
         assert need.survival(slice_mib) >= replace(need, seen=None).survival(slice_mib)
-        assert _capped(need, slice_mib) == ""
+        assert _seen_said(need, slice_mib) == ""
     need = _serving(_modes_below_a_record(120, largest_at=60))
     just_past = 18300.0 * (1.0 + config.ONLINE_RECORD_MARGIN / 2)  # a heavy mode's new largest
     assert need.capped_by_seen(just_past) is None

@@ -102,29 +102,22 @@ class _Remembered:
         return found
 
 
-def _raised(predictive: Predictive, mib: float) -> str:
-    """" (the level and its scatter say 3.0 %; 14 % of its runs ... needed more)" when the
-    action's own count of runs past the slice raised the model's chance there
-    (predictive.SeenPeaks), else nothing: a stated chance well above what the level suggests
-    must say where it came from."""
-    raised = predictive.raised_by_seen(mib)
-    if raised is None:
+def _seen_said(predictive: Predictive, mib: float) -> str:
+    """What the action's own runs did to the model's chance at the slice
+    (predictive.SeenPeaks), else nothing: " (the level and its scatter say 3.0 %; 14 % of its
+    runs ... needed more)" where their count raised it, " (the level and its scatter say
+    6.2 %; none of its runs needed as much: a new largest is at most 1.0 % likely)" where the
+    cap past its largest peak lowered it. A stated chance that is not the level's must say
+    where it came from."""
+    found = predictive.by_seen(mib)
+    if found is None or found[1] == found[0]:
         return ""
-    model, share = raised
-    return (f" (the level and its scatter say {model:.1%}; "
-            f"{share:.0%} of its runs, the newest weighing most, needed more)")
-
-
-def _capped(predictive: Predictive, mib: float) -> str:
-    """" (the level and its scatter say 6.2 %; none of its runs needed as much: a new largest
-    is at most 1.0 % likely)" when the cap past the action's largest peak lowered the model's
-    chance there (predictive.SeenPeaks.record), else nothing."""
-    capped = predictive.capped_by_seen(mib)
-    if capped is None:
-        return ""
-    model, record = capped
-    return (f" (the level and its scatter say {model:.1%}; none of its runs needed as much: "
-            f"a new largest is at most {record:.1%} likely)")
+    model, stated, seen = found
+    said = (f"{seen.share(mib):.0%} of its runs, the newest weighing most, needed more"
+            if stated > model else
+            f"none of its runs needed as much: a new largest is at most {seen.record:.1%} "
+            "likely")
+    return f" (the level and its scatter say {model:.1%}; {said})"
 
 
 def _calibrated(calibration: SliceCalibration | None, model: float | None, stated: float,
@@ -261,8 +254,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             chance = chance_at(chosen)
             notes.append(
                 f"the slice of least expected cost (memory, plus the wait for a rerun after an "
-                f"OOM, {chance:.1%} likely{_raised(predictive, chosen.profile.memory_mib)}"
-                f"{_capped(predictive, chosen.profile.memory_mib)}"
+                f"OOM, {chance:.1%} likely{_seen_said(predictive, chosen.profile.memory_mib)}"
                 f"{_calibrated(calibration, model_chance, chance, chosen.profile.memory_mib)}, "
                 f"counted as {config.OOM_WAIT_GPUS:g} whole GPUs)"
                 + ("" if len(pools) == 1 else " among the offered pools"))

@@ -316,29 +316,29 @@ class Predictive:
         """(the model's own chance, the share of the action's runs past `mib`) when that
         share raised the chance of an OOM at `mib`; None when it did not. The reason says so:
         an operator reading 9 % where the level says 3 % should see where 9 % came from."""
-        found = self._model_and_seen(mib)
-        if found is None or found[1] <= found[0] or self.seen is None:
+        found = self.by_seen(mib)
+        if found is None or found[1] <= found[0]:
             return None
-        return found[0], self.seen.share(mib)
+        return found[0], found[2].share(mib)
 
     def capped_by_seen(self, mib: float) -> tuple[float, float] | None:
         """(the model's own chance, the cap) when the cap past the action's largest peak
         lowered the chance of an OOM at `mib` (SeenPeaks.record); None when it did not."""
-        found = self._model_and_seen(mib)
-        if found is None or found[1] >= found[0] or self.seen is None:
+        found = self.by_seen(mib)
+        if found is None or found[1] >= found[0]:
             return None
-        return found[0], self.seen.record
+        return found[0], found[2].record
 
-    def _model_and_seen(self, mib: float) -> tuple[float, float] | None:
-        """(the model's chance at `mib`, the chance once its runs have had their say), or None
-        where the runs have no say (none counted, or below the floor)."""
+    def by_seen(self, mib: float) -> tuple[float, float, SeenPeaks] | None:
+        """(the model's chance at `mib`, the chance once the action's runs have had their say,
+        those runs), or None where the runs have no say (none counted, or below the floor)."""
         if self.seen is None or mib < self.floor_mib:
             return None
         x = self._x(mib)
         if x is None:
             return None
         model = self._model_tail(x)
-        return model, self.seen.survival(mib, model)
+        return model, self.seen.survival(mib, model), self.seen
 
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
