@@ -86,6 +86,28 @@ def test_environment_configures_port_and_database(tmp_path: Path) -> None:
     assert out.returncode == 0 and "None" in out.stdout
 
 
+def test_the_price_of_an_oom_is_checked_from_the_option_and_the_environment(
+        tmp_path: Path) -> None:
+    """serve, retrain and evaluate take the same price (retrain must score candidates at the
+    server's); a value that is no number of GPUs stops the command before it touches the
+    database, naming the option and the variable."""
+    from recommender.cli.main import build_parser
+    from recommender.core import config
+
+    for command in ("serve", "retrain", "evaluate"):
+        parsed = build_parser().parse_args([command, "--oom-wait-gpus", "7.5"])
+        assert parsed.oom_wait_gpus == 7.5
+        assert build_parser().parse_args([command]).oom_wait_gpus == config.OOM_WAIT_GPUS
+    for bad in ("-1", "lots", "nan", "5000"):
+        out = run("serve", "--port", "0", cwd=tmp_path, env={"RECOMMENDER_OOM_WAIT_GPUS": bad})
+        assert out.returncode == 2
+        assert f"'{bad}': whole GPUs from 0 to 1000" in out.stderr
+        assert "--oom-wait-gpus" in out.stderr and "RECOMMENDER_OOM_WAIT_GPUS" in out.stderr
+    out = run("retrain", "--oom-wait-gpus", "-2", cwd=tmp_path)
+    assert out.returncode == 2 and "'-2': whole GPUs" in out.stderr
+    assert not (tmp_path / "recommender.db").exists(), "refused before touching the database"
+
+
 def test_rpc_threads_is_checked_from_the_option_and_the_environment(tmp_path: Path) -> None:
     from recommender.cli.main import build_parser
 

@@ -118,6 +118,24 @@ def ports_of(objs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("overlay", ["postgresql", "sqlite", "ryax"])
+def test_the_servers_and_the_retraining_job_share_the_price_of_an_oom(overlay: str) -> None:
+    """One ConfigMap sets RECOMMENDER_OOM_WAIT_GPUS for both: the job scores candidates at
+    the price the servers weigh, and a price set on one alone would promote for another trade
+    than the servers make."""
+    objs = objects(overlay)
+    (settings,) = [o for o in objs if o["kind"] == "ConfigMap"
+                   and o["metadata"]["name"].startswith("intelliscale-recommender-settings")]
+    assert float(settings["data"]["RECOMMENDER_OOM_WAIT_GPUS"]) == 5.0
+    server = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    cron = one(objs, "CronJob", "intelliscale-recommender-retrain")
+    job = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    for container in (server, job):
+        refs = [e["configMapRef"]["name"] for e in container.get("envFrom", [])]
+        assert refs == [settings["metadata"]["name"]], container["name"]
+        assert "RECOMMENDER_OOM_WAIT_GPUS" not in {e["name"] for e in container["env"]}
+
+
 @pytest.mark.parametrize(("overlay", "grpc", "metrics"),
                          [("postgresql", 50051, 9464), ("sqlite", 50051, 9464),
                           ("ryax", 8326, 8090)])
@@ -127,7 +145,8 @@ def test_ports_are_set_in_one_place(overlay: str, grpc: int, metrics: int) -> No
     assert ports["grpc"] == {grpc}
     assert ports["metrics"] == {metrics}
     assert ports["targets"] == {"grpc", "metrics"}  # by name: they follow the container
-    assert not [o for o in objs if o["kind"] == "ConfigMap"]  # the ports' source stays local
+    maps = [o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"]
+    assert not [m for m in maps if "ports" in m]  # the ports' source stays local
     for policy in (o for o in objs if o["kind"] == "NetworkPolicy"):
         for rule in policy["spec"]["ingress"]:
             assert {p["port"] for p in rule["ports"]} <= {"grpc", "metrics"}

@@ -14,6 +14,7 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sqlalchemy import Engine
 
+from recommender.core import config
 from recommender.core.catalog import Catalog, load_catalog
 from recommender.core.domain import Execution, ModelVersion, Outcome, Request
 from recommender.core.population import build_population
@@ -361,6 +362,25 @@ def test_a_prediction_that_rounds_up_past_the_peak_does_not_run_out(
     assert not too_small[0] and reserved[0] == pytest.approx(19968 / 1024 * 600 / 3600)
     _, _, too_small = row_costs(data, np.array([9000.0]), catalog)
     assert too_small[0]
+
+
+def test_promotion_scores_an_oom_at_the_servers_price(store: SqlStore, catalog: Catalog
+                                                      ) -> None:
+    """A first attempt that runs out costs its slice, the rerun and the user's wait at the
+    price the server weighs (`recommender retrain --oom-wait-gpus`): the wait is that many
+    whole 80 GB cards for the run's 10 minutes; one that fits costs its slice alone."""
+    record_generated(store, [SyntheticExecution("a", T0, 16000.0, {}, 0.0)], "price")
+    data = store.read_executions()
+    hours = 600 / 3600
+    for gpus in (0.0, config.OOM_WAIT_GPUS, 20.0):
+        cost, reserved, too_small = row_costs(data, np.array([9000.0]), catalog, gpus)
+        assert too_small[0]
+        wait = gpus * 81920 / 1024 * hours
+        assert cost[0] == pytest.approx(reserved[0] + wait + 19968 / 1024 * hours)
+        fits, _, _ = row_costs(data, np.array([15000.0]), catalog, gpus)
+        assert fits[0] == pytest.approx(19968 / 1024 * hours)
+    assert score(data, np.array([9000.0]), catalog, 20.0).cost_gbh > score(
+        data, np.array([9000.0]), catalog).cost_gbh
 
 
 def test_the_hold_out_is_replayed_with_what_the_server_knew_of_other_actions(

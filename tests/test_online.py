@@ -18,6 +18,7 @@ from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
 from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.estimation import POPULATION, Evidence, default_estimator
+from recommender.core.ladder import next_rung
 from recommender.core.online import (
     ActionModel,
     ActionModels,
@@ -162,6 +163,43 @@ def test_an_oom_costs_the_users_wait_whatever_the_slice(catalog: Catalog) -> Non
     safe, _ = by_expected_cost(profiles, need, 0.0, 81920)
     assert small is not None and safe is not None
     assert small < 10240 < safe
+
+
+def test_the_operator_sets_the_price_of_an_oom(store: SqlStore, catalog: Catalog) -> None:
+    """The same need on a price of 0 (an OOM costs only the memory its attempts held), the
+    default and a high one: the slice grows with the price, the reason says the price it was
+    weighed at, the rung after an OOM is chosen at the same price, and a price that is no
+    number of GPUs is refused by name."""
+    pool = mk(catalog, "a100", "A100-80GB")
+    profiles = list(pool.gpu_model.profiles)
+    need = Predictive(math.log(8000), 0.135, 50)  # 5 % likely to outgrow 10 GB
+    free, _ = by_expected_cost(profiles, need, 0.0, 81920, oom_wait_gpus=0.0)
+    default, _ = by_expected_cost(profiles, need, 0.0, 81920)
+    assert default == by_expected_cost(profiles, need, 0.0, 81920,
+                                       oom_wait_gpus=config.OOM_WAIT_GPUS)[0]
+    assert free is not None and default is not None and free < 10240 < default
+    est = default_estimator().estimate(Evidence(NOW, [run(9000 + 50 * i, i) for i in range(20)]))
+    assert est is not None and est.predictive is not None
+    cheap = recommend(Request("act", "e", (pool,)), est, oom_wait_gpus=0.0)
+    dear = recommend(Request("act", "e", (pool,)), est, oom_wait_gpus=50.0)
+    assert cheap.rung.profile.memory_mib < dear.rung.profile.memory_mib
+    assert cheap.oom_chance > dear.oom_chance
+    assert "counted as 0 whole GPUs" in cheap.reason
+    assert "counted as 50 whole GPUs" in dear.reason
+
+    wide = Predictive(math.log(12000), 0.5, 50)
+    died_in = float(cheap.rung.profile.memory_mib)
+    low, _ = next_rung(cheap.ladder, died_in, wide, 0.0)
+    high, _ = next_rung(cheap.ladder, died_in, wide, 1000.0)
+    assert died_in < low.profile.memory_mib < high.profile.memory_mib
+
+    for bad in (-1.0, math.nan, math.inf, config.OOM_WAIT_GPUS_MAX * 2):
+        with pytest.raises(ValueError, match="oom_wait_gpus"):
+            UseCases(store, catalog=catalog, oom_wait_gpus=bad)
+    priced = UseCases(store, catalog=catalog, clock=lambda: NOW, oom_wait_gpus=50.0)
+    answer = priced.recommend(Request("act", "e", (pool,), declared_memory_mib=7000))
+    assert answer.recommendation.decision.source  # served at the operator's price
+    assert priced.oom_wait_gpus == 50.0
 
 
 def test_inputs_explain_the_peak_and_the_model_finds_it() -> None:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -288,6 +289,34 @@ def over_grpc(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory
     m = replay.replay_service("live", new_actions(), pools, catalog, retrain_at=(0.5,),
                               runner=start)
     return m, list(runners), url
+
+
+def test_the_live_replay_prices_an_oom_as_told(catalog: Catalog, tmp_path: Path) -> None:
+    """`--oom-wait-gpus` reaches the real server the replay starts (each reason says what an
+    OOM was counted as) and the retraining job it runs (which refuses a price it cannot use:
+    the job ran, so it took this one)."""
+    from sqlalchemy import create_engine, text
+
+    from recommender.rpc.runner import GrpcRunner, serving
+
+    url = f"sqlite:///{tmp_path}/priced.db"
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    peaks = [9000.0 + 40 * (i % 7) for i in range(24)]
+
+    @contextmanager
+    def start() -> Iterator[GrpcRunner]:
+        with serving(url, oom_wait_gpus=0.0) as runner:
+            yield runner
+
+    m = replay.replay_service("priced", trace(peaks), pools, catalog, retrain_at=(0.5,),
+                              runner=start)
+    assert len(m.retrains) == 1 and "not enough data" in m.retrains[0], m.retrains
+    engine = create_engine(url)
+    with engine.connect() as c:
+        reasons = [r for (r,) in c.execute(text("select reason from recommendations"))]
+    engine.dispose()
+    weighed = [r for r in reasons if "expected cost" in r]
+    assert weighed and all("counted as 0 whole GPUs" in r for r in weighed), reasons[-1]
 
 
 def test_a_retrain_over_grpc_promotes_and_the_server_serves_it(

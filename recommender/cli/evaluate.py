@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recommender.core import config
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -33,7 +35,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog_override)
     traces_dir = Path(args.traces_dir)
     database_url = database_url_of(args)
-    runner = runner_factory(args.runner, catalog, database_url, args.catalog_override)
+    runner = runner_factory(args.runner, catalog, database_url, args.catalog_override,
+                            args.oom_wait_gpus)
     retraining = retraining_said(args.retrain_at, args.retrain_every)
     runs: list[tuple[str, list[TraceExecution], tuple[str, ...], bool]] = []
     if args.trace in ("gentd26", "all"):
@@ -86,7 +89,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             actions = len({e.action_id for e in trace})
             show.clear()
             print(f"\n### {title}\n\n{len(trace):,} executions of {actions} actions; "
-                  f"the service {RUNNERS[args.runner]}, {retraining}\n", flush=True)
+                  f"the service {RUNNERS[args.runner]}, {retraining}; an OOM priced at "
+                  f"{args.oom_wait_gpus:g} whole GPUs (--oom-wait-gpus)\n", flush=True)
 
             def status(name: str) -> Callable[[str], None]:
                 return lambda m: show(f"{name}: {m}")
@@ -159,12 +163,15 @@ def database_url_of(args: argparse.Namespace) -> str:
 
 
 def runner_factory(kind: str, catalog: Catalog, database_url: str,
-                   catalog_override: str | None) -> RunnerFactory:
-    """What starts the service for each replay: a server over gRPC or the use cases."""
+                   catalog_override: str | None,
+                   oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> RunnerFactory:
+    """What starts the service for each replay: a server over gRPC or the use cases, pricing
+    an OOM at `oom_wait_gpus` (and its retraining job scoring at the same price)."""
     from recommender.evaluation import replay
 
     if kind == "in-process":
-        return lambda: replay.in_process(catalog, database_url)
+        return lambda: replay.in_process(catalog, database_url, oom_wait_gpus)
     from recommender.rpc.runner import serving
 
-    return lambda: serving(database_url, catalog_override=catalog_override)
+    return lambda: serving(database_url, catalog_override=catalog_override,
+                           oom_wait_gpus=oom_wait_gpus)

@@ -22,7 +22,8 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     engine = connect(database_url(args), timeout_s=None)
     migrate(engine)
     with Progress(not args.quiet) as progress:
-        result = retrain(SqlStore(engine), catalog, quantile=args.quantile, progress=progress)
+        result = retrain(SqlStore(engine), catalog, quantile=args.quantile, progress=progress,
+                         oom_wait_gpus=args.oom_wait_gpus)
     if not result.version:
         print(f"no new version: {result.reason}")
         return 0

@@ -20,6 +20,7 @@ from recommender.cli.options import (
     history_limit,
     metrics_port,
     non_negative,
+    oom_wait_gpus,
     percents,
     port,
     positive,
@@ -78,7 +79,18 @@ def build_parser() -> argparse.ArgumentParser:
                        f"{config.DEFAULT_DATABASE_URL})")
         return p
 
+    def with_price(p: argparse.ArgumentParser, what: str) -> argparse.ArgumentParser:
+        p.add_argument("--oom-wait-gpus", type=oom_wait_gpus, metavar="GPUS",
+                       default=os.environ.get("RECOMMENDER_OOM_WAIT_GPUS")
+                       or config.OOM_WAIT_GPUS,
+                       help="what an OOM costs beyond the memory its attempts held: the wait "
+                       "for the rerun, in whole GPUs of the model for the run's duration; a "
+                       "higher price buys fewer OOMs with more memory (env "
+                       f"RECOMMENDER_OOM_WAIT_GPUS; default {config.OOM_WAIT_GPUS:g}; {what})")
+        return p
+
     serve = with_db(sub.add_parser("serve", help="serve gRPC (migrates the database first)"))
+    with_price(serve, "give `recommender retrain` the same")
     serve.add_argument("--port", type=port, default=os.environ.get("RECOMMENDER_PORT") or None,
                        help=f"env RECOMMENDER_PORT; default {config.DEFAULT_PORT}; 0 = any free")
     serve.add_argument("--host", default="[::]")
@@ -168,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"quantile of per-worker peak memory to cover, in (0, 1) "
                      f"({config.MODEL_QUANTILE})")
     ret.add_argument("--catalog-override", default=None)
+    with_price(ret, "the server's, which candidates are scored at")
     ret.add_argument("--quiet", action="store_true", help="no progress output")
     ret.set_defaults(fn=cmd_retrain)
 
@@ -214,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--retrain-every", type=non_negative, default=0,
                     help="also run the retraining job every N executions (default 0: never)")
     ev.add_argument("--catalog-override", default=None)
+    with_price(ev, "the replayed server's and retraining job's")
     ev.add_argument("--verbose", action="store_true", help="print each retraining result")
     ev.add_argument("--quiet", action="store_true", help="no progress output")
     ev.set_defaults(fn=cmd_evaluate)

@@ -203,6 +203,19 @@ def seconds(value: str) -> float:
     return x
 
 
+def oom_wait_gpus(value: str) -> float:
+    """--oom-wait-gpus / RECOMMENDER_OOM_WAIT_GPUS: the price of an OOM in whole GPUs for the
+    run's duration, from 0 to OOM_WAIT_GPUS_MAX (core.usecases.checked_oom_wait_gpus)."""
+    from recommender.core.usecases import checked_oom_wait_gpus
+
+    try:
+        return checked_oom_wait_gpus(_number(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: whole GPUs from 0 to {config.OOM_WAIT_GPUS_MAX:g} (--oom-wait-gpus, "
+            f"RECOMMENDER_OOM_WAIT_GPUS; default {config.OOM_WAIT_GPUS:g})") from None
+
+
 def rpc_threads(value: str) -> int:
     try:
         n = int(value)

@@ -82,7 +82,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         listener = ActionListener(engine, cache, origin=store.origin)
         listener.start()
     usecases = UseCases(store, catalog=catalog, learned=learned.current, cache=cache,
-                        population_in_background=True)
+                        population_in_background=True, oom_wait_gpus=args.oom_wait_gpus)
+    log.info("an OOM is priced at %g whole GPUs (--oom-wait-gpus; give retrain the same)",
+             args.oom_wait_gpus)
     if args.metrics_port >= 0:
         _collect_metrics(learned, cache, usecases)
         serve_metrics(args.metrics_host, args.metrics_port)

@@ -619,6 +619,9 @@ executions on; before, a serving offline model (which has seen other actions) co
 OOM_WAIT_GPUS = 5.0
 """What an OOM costs beyond the memory its attempts held, in whole GPUs of its model for the
 run's duration: the user's wait for the rerun (a person or a pipeline waiting on the result).
+The default of `recommender serve --oom-wait-gpus` (and of `retrain`, which must score at the
+servers' price): how long a rerun keeps someone waiting is the operator's to say, and the
+price is the one knob between memory and OOMs (README, Configuration, with measurements).
 The slice is chosen by expected cost: its memory, plus the chance of an OOM times this and the
 rungs above. The run an OOM loses is already counted by the slice it held; the wait does not
 shrink with the slice. Before, an OOM cost 12 times its slice instead, which made a small
@@ -644,6 +647,11 @@ step seed 7 18 -> 13 at 11,197 -> 11,443 GB-h (VPA 11,286), GenTD26 the same 17 
 118,766 GB-h. Again 2026-12-06 with the memory the step test saved (6 and 7; STEP_T's note): fewer
 OOMs on the step change, two modes and GenTD26, but at 6 the throughput bench's first round
 below its bar and at 7 the generated workload with 1,000 actions at the bar of 1.25x."""
+
+OOM_WAIT_GPUS_MAX = 1000.0
+"""The highest price of an OOM an operator may set (`recommender serve --oom-wait-gpus`): past
+it every chance a t can state is worth the largest slice, and a typo (5000 for 5) should be an
+error, not a service that reserves whole cards."""
 
 ESTIMATE_QUANTILE = 0.95
 """The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice

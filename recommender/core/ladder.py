@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from recommender.core import config
 from recommender.core.catalog import MigProfile
 from recommender.core.domain import Pool, Rung, Strategy
 from recommender.core.options import Memo, Option, candidate_profiles, placeable_option, rung_of
@@ -63,12 +64,13 @@ def build_ladder(pools: Sequence[Pool], start: Rung, memo: Memo | None = None
     return tuple(rungs)
 
 
-def next_rung(ladder: Sequence[Rung], need_mib: float, predictive: Predictive | None = None
-              ) -> tuple[Rung, tuple[Rung, ...]]:
+def next_rung(ladder: Sequence[Rung], need_mib: float, predictive: Predictive | None = None,
+              oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> tuple[Rung, tuple[Rung, ...]]:
     """The rung to retry on, and those above it: the first that clears what the execution is
     known to need or, with the action's predictive need, the one of least expected cost given
     that the need is above `need_mib` (an action whose needs spread far past the slice it died
-    in goes straight to a slice that holds them, instead of dying on each rung in between)."""
+    in goes straight to a slice that holds them, instead of dying on each rung in between).
+    `oom_wait_gpus`: the price of another OOM, as the first attempt was chosen with."""
     above = [i for i, r in enumerate(ladder) if r.profile.memory_mib > need_mib]
     if above and predictive is not None:
         given = predictive.survival(need_mib)
@@ -79,7 +81,7 @@ def next_rung(ladder: Sequence[Rung], need_mib: float, predictive: Predictive | 
             # largest rung of that model (its whole card, where the pool offers one).
             model = ladder[above[0]].gpu_model
             gpu = max(r.profile.memory_mib for r in ladder if r.gpu_model == model)
-            costs = [expected_cost(sizes, k, conditional, oom_wait_mib(gpu))
+            costs = [expected_cost(sizes, k, conditional, oom_wait_mib(gpu, oom_wait_gpus))
                      for k in range(len(sizes))]
             k = min(range(len(sizes)), key=lambda j: (costs[j], j))
             return ladder[above[k]], tuple(ladder[above[k] + 1:])

@@ -142,7 +142,8 @@ def young_calibration(estimate: Estimate | None, samples: Sequence[Sample],
 
 
 def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib: float,
-                     gpu_memory_mib: float, calibration: SliceCalibration | None = None
+                     gpu_memory_mib: float, calibration: SliceCalibration | None = None,
+                     oom_wait_gpus: float = config.OOM_WAIT_GPUS
                      ) -> tuple[float | None, dict[int, float]]:
     """The slice memory of least expected cost on this pool, and each size's expected cost.
 
@@ -151,9 +152,11 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
     `predictive.oom_wait_mib`). Sizes below
     what is known to be needed are never candidates. `gpu_memory_mib`: the pool's whole GPU,
     what the user's wait after an OOM is counted in. `calibration`: a young action's record
-    (`young_calibration`), as `recommend` weighs its sizes."""
+    (`young_calibration`), as `recommend` weighs its sizes. `oom_wait_gpus`: that wait, in
+    whole GPUs (the server's price of an OOM)."""
     sizes = _sizes(profiles)
-    return _by_expected_cost(sizes, _tail(need, sizes, calibration), floor_mib, gpu_memory_mib)
+    return _by_expected_cost(sizes, _tail(need, sizes, calibration), floor_mib, gpu_memory_mib,
+                             oom_wait_gpus)
 
 
 def _sizes(profiles: Sequence[MigProfile]) -> list[float]:
@@ -168,9 +171,9 @@ def _tail(need: Predictive, sizes: Sequence[float], calibration: SliceCalibratio
     return remembered if calibration is None else calibration.tail(remembered, sizes)
 
 
-def _by_expected_cost(sizes: list[float], tail: Tail, floor_mib: float, gpu_memory_mib: float
-                      ) -> tuple[float | None, dict[int, float]]:
-    wait = oom_wait_mib(gpu_memory_mib)
+def _by_expected_cost(sizes: list[float], tail: Tail, floor_mib: float, gpu_memory_mib: float,
+                      oom_wait_gpus: float) -> tuple[float | None, dict[int, float]]:
+    wait = oom_wait_mib(gpu_memory_mib, oom_wait_gpus)
     costs = {int(s): expected_cost(sizes, i, tail, wait)
              for i, s in enumerate(sizes) if s >= floor_mib}
     if not costs:
@@ -181,7 +184,8 @@ def _by_expected_cost(sizes: list[float], tail: Tail, floor_mib: float, gpu_memo
 
 def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = False,
               curve: ThroughputCurve | None = None,
-              calibration: SliceCalibration | None = None) -> Decision:
+              calibration: SliceCalibration | None = None,
+              oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> Decision:
     """The option that fits the estimate and wastes least memory; the ladder above it.
 
     With a throughput target and a learned curve, the count comes from the target: the
@@ -189,6 +193,8 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
     `calibration`, for a young action's first attempt: its chances at each slice size are
     moved by how other young actions' first attempts there turned out, and the decision keeps
     the model's own chance beside the stated one (`Decision.model_oom_chance`).
+    `oom_wait_gpus`: what an OOM costs beyond the memory its attempts held, in whole GPUs of
+    the pool's model (the server's price; OOM_WAIT_GPUS by default).
     """
     count = max(request.workers, 1)
     pools = eligible_pools(request)
@@ -210,7 +216,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
             sizes = _sizes(profiles)
             tails[pool.pool_id] = tail = _tail(predictive, sizes, calibration)
             pool_need, costs = _by_expected_cost(sizes, tail, estimate.hard_floor_mib,
-                                                 pool.gpu_model.memory_mib)
+                                                 pool.gpu_model.memory_mib, oom_wait_gpus)
             if pool_need is not None:
                 pool_needs[pool.pool_id] = pool_need
         for profile in profiles if pool_need is not None else []:
@@ -256,7 +262,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
                 f"the slice of least expected cost (memory, plus the wait for a rerun after an "
                 f"OOM, {chance:.1%} likely{_seen_said(predictive, chosen.profile.memory_mib)}"
                 f"{_calibrated(calibration, model_chance, chance, chosen.profile.memory_mib)}, "
-                f"counted as {config.OOM_WAIT_GPUS:g} whole GPUs)"
+                f"counted as {oom_wait_gpus:g} whole GPUs)"
                 + ("" if len(pools) == 1 else " among the offered pools"))
         else:
             notes.append("the smallest slice that fits" if len(pools) == 1 else

@@ -405,10 +405,11 @@ class Tail(Protocol):
         ...
 
 
-def oom_wait_mib(gpu_memory_mib: float) -> float:
+def oom_wait_mib(gpu_memory_mib: float, wait_gpus: float = config.OOM_WAIT_GPUS) -> float:
     """The part of an OOM's cost that does not shrink with the slice, in MiB x the run's
-    duration: OOM_WAIT_GPUS whole GPUs of the model it ran on."""
-    return config.OOM_WAIT_GPUS * gpu_memory_mib
+    duration: `wait_gpus` whole GPUs of the model it ran on (OOM_WAIT_GPUS unless the
+    operator priced an OOM otherwise: `recommender serve --oom-wait-gpus`)."""
+    return wait_gpus * gpu_memory_mib
 
 
 def expected_cost(sizes_mib: list[float], start: int, need: Tail, wait_mib: float) -> float:

@@ -141,6 +141,15 @@ _SM_MARGIN = 1e-6
 `_remember`'s closeness (1e-9)."""
 
 
+def checked_oom_wait_gpus(value: float) -> float:
+    """The price of an OOM an operator set, or ValueError naming what is wrong with it: a
+    number from 0 (an OOM costs only the memory its attempts held) to OOM_WAIT_GPUS_MAX."""
+    if not math.isfinite(value) or not 0.0 <= value <= config.OOM_WAIT_GPUS_MAX:
+        raise ValueError(f"oom_wait_gpus: {value!r} is not a number of whole GPUs from 0 to "
+                         f"{config.OOM_WAIT_GPUS_MAX:g}")
+    return float(value)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -152,7 +161,12 @@ class UseCases:
     every recommendation, so a newly promoted version is used at once.
     `population_in_background` (the server): the memory population is read again in a thread
     of its own (about 100 ms at 20,000 rows), the one read before serving meanwhile; off, the
-    caller that finds it stale reads it (deterministic: replays, tests)."""
+    caller that finds it stale reads it (deterministic: replays, tests).
+    `oom_wait_gpus`: what an OOM costs the user beyond the memory its attempts held, in whole
+    GPUs for the run's duration (OOM_WAIT_GPUS unless the operator priced it otherwise). The
+    first slice and the rung after an OOM are chosen by expected cost at this price; the
+    retraining job must score candidates at the same one (`recommender retrain
+    --oom-wait-gpus`), or it promotes for another trade than the server makes."""
 
     def __init__(
         self,
@@ -163,7 +177,9 @@ class UseCases:
         learned: Callable[[], MemoryPredictor | None] | None = None,
         cache: ActionCache | None = None,
         population_in_background: bool = False,
+        oom_wait_gpus: float = config.OOM_WAIT_GPUS,
     ) -> None:
+        self.oom_wait_gpus = checked_oom_wait_gpus(oom_wait_gpus)
         self.store = store
         self.population_in_background = population_in_background
         self.cache = cache
@@ -347,6 +363,7 @@ class UseCases:
         decision = recommend(
             request, estimate, sm_hungry=sm is not None and sm >= config.SM_HUNGRY_UTILISATION,
             curve=curve, calibration=young_calibration(estimate, samples, self._population),
+            oom_wait_gpus=self.oom_wait_gpus,
         )
         if estimate is not None and estimate.model_version:
             decision = replace(decision, model_version=estimate.model_version)
@@ -413,7 +430,7 @@ class UseCases:
         now = self.clock()
         own = self._own_need(parent.action_id, now)
         try:
-            rung, above = next_rung(d.ladder, need, own)
+            rung, above = next_rung(d.ladder, need, own, self.oom_wait_gpus)
         except LadderExhausted:
             try:
                 self.store.mark_oom(parent.id, observed_peak_mib, now, parent.action_id)

@@ -221,13 +221,15 @@ class InProcessRunner:
     runs, minus the socket and the wall clock (fast, for tuning). The retraining job runs in
     process and its promoted version serves from the next call."""
 
-    def __init__(self, store: SqlStore, catalog: Catalog) -> None:
+    def __init__(self, store: SqlStore, catalog: Catalog,
+                 oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> None:
         self.store = store
         self.catalog = catalog
+        self.oom_wait_gpus = oom_wait_gpus
         self.now = datetime.now(UTC)
         self.holder = ModelHolder(store)
         self.use_cases = UseCases(store, catalog=catalog, learned=self.holder.current,
-                                  clock=lambda: self.now)
+                                  clock=lambda: self.now, oom_wait_gpus=oom_wait_gpus)
 
     def recommend(self, request: Request, at: datetime) -> Attempt:
         self.now = at
@@ -249,7 +251,7 @@ class InProcessRunner:
 
     def retrain(self, at: datetime) -> str:
         self.now = at
-        result = retrain(self.store, self.catalog, now=at)
+        result = retrain(self.store, self.catalog, now=at, oom_wait_gpus=self.oom_wait_gpus)
         self.holder.refresh()
         return f"retrain {result.version or '-'}: {result.reason}"
 
@@ -261,14 +263,16 @@ def attempt_of(rec: StoredRecommendation) -> Attempt:
 
 
 @contextmanager
-def in_process(catalog: Catalog, database_url: str = "") -> Iterator[InProcessRunner]:
-    """An in-process runner on `database_url`, or on a temporary SQLite file."""
+def in_process(catalog: Catalog, database_url: str = "",
+               oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> Iterator[InProcessRunner]:
+    """An in-process runner on `database_url`, or on a temporary SQLite file, pricing an OOM
+    at `oom_wait_gpus`."""
     with tempfile.TemporaryDirectory() as tmp:
         engine = connect(database_url or f"sqlite:///{tmp}/replay.db")
         migrate(engine)
         store = SqlStore(engine)
         try:
-            yield InProcessRunner(store, catalog)
+            yield InProcessRunner(store, catalog, oom_wait_gpus)
         finally:
             store.close()
             engine.dispose()

@@ -74,13 +74,15 @@ def _bootstrap_share_below_zero(diff: NDArray[np.float64]) -> float:
     return float(np.mean(sums[picks].sum(axis=1) < 0))
 
 
-def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog
+def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog,
+              oom_wait_gpus: float = config.OOM_WAIT_GPUS
               ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Per row: the cost, the GB-h reserved on the first attempt, and whether it ran out.
 
     The first attempt holds the smallest profile of the row's GPU model that holds the
-    prediction; one too small also costs the user's wait (OOM_WAIT_GPUS whole GPUs) and the
-    rerun on the slice that fits the peak, as the policy's expected cost counts it."""
+    prediction; one too small also costs the user's wait (`oom_wait_gpus` whole GPUs, the
+    server's price) and the rerun on the slice that fits the peak, as the policy's expected
+    cost counts it."""
     rows = len(data)
     sizes = {
         i: [*sorted(p.memory_mib for p in m.profiles if p.is_base), m.memory_mib]
@@ -110,20 +112,21 @@ def row_costs(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalo
         held[i] = mib
         hours = max(float(data.duration_s[i]), 0.0) / 3600 or 1.0
         reserved[i] = mib / 1024 * hours
-        oom_cost[i] = (oom_wait_mib(gpu) + rerun) / 1024 * hours
+        oom_cost[i] = (oom_wait_mib(gpu, oom_wait_gpus) + rerun) / 1024 * hours
     too_small = ((data.outcome == SUCCEEDED) & (held < data.peak)) | (
         (data.outcome == OOM) & (held <= data.slice_mib))
     cost = reserved + oom_cost * too_small
     return cost, reserved, too_small
 
 
-def score(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog) -> Scores:
+def score(data: Dataset, predicted_mib: NDArray[np.float64], catalog: Catalog,
+          oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> Scores:
     rows = len(data)
     if rows == 0:
         return Scores(0, 0.0, 0.0, 1.0)
     known = (data.outcome == SUCCEEDED) | (data.outcome == OOM)
     ok = data.outcome == SUCCEEDED
-    cost, reserved, too_small = row_costs(data, predicted_mib, catalog)
+    cost, reserved, too_small = row_costs(data, predicted_mib, catalog, oom_wait_gpus)
     n_known = max(int(known.sum()), 1)
     return Scores(
         rows=rows,
@@ -139,7 +142,8 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
                        predictor: MemoryPredictor | None = None,
                        models: ActionModels | None = None,
                        population: Population | None = None,
-                       reread: Sequence[tuple[int, Population | None]] = ()
+                       reread: Sequence[tuple[int, Population | None]] = (),
+                       oom_wait_gpus: float = config.OOM_WAIT_GPUS
                        ) -> NDArray[np.float64]:
     """What the server reserves for each row, with `predictor` as its learned model (None:
     the history rules alone): its own estimator chain (`estimation.default_estimator`) over
@@ -153,7 +157,8 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
     one `models` to several calls over the same rows and population: the per-action fits are
     shared. `reread`: (row, population) as the server would have read it again during the
     rows, each from that row on (the server reads it every minute; `population` is the one
-    before the first row)."""
+    before the first row). `oom_wait_gpus`: the server's price of an OOM, which its slice
+    choice weighs."""
     again = dict(reread)
     estimator = default_estimator(lambda: predictor, models or ActionModels(),
                                   lambda: population)  # read at each call: the re-reads below
@@ -194,7 +199,7 @@ def server_predictions(data: Dataset, history: Dataset, catalog: Catalog,
                 chosen, _ = by_expected_cost(
                     options, estimate.predictive, estimate.hard_floor_mib,
                     gpu_models[model].memory_mib,
-                    young_calibration(estimate, samples, population))
+                    young_calibration(estimate, samples, population), oom_wait_gpus)
                 if chosen is not None:
                     out[i] = chosen
         remember(data, i)

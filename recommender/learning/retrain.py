@@ -71,7 +71,12 @@ def split_by_time(data: Dataset) -> tuple[Dataset, Dataset, Dataset]:
 
 def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = None,
             quantile: float = config.MODEL_QUANTILE,
-            progress: Callable[[str], None] | None = None) -> RetrainResult:
+            progress: Callable[[str], None] | None = None,
+            oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> RetrainResult:
+    """Fits a candidate and promotes it only if it beats the serving version (or the history
+    rules) on the newest executions, each scored by what the server would reserve with it and
+    what its OOMs cost at `oom_wait_gpus` (the server's price: `recommender serve
+    --oom-wait-gpus`)."""
     say = progress or (lambda _m: None)
     now = now or datetime.now(UTC)
     serving = store.serving_model_version(KIND)
@@ -97,7 +102,8 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
 
     def replay(predictor: MemoryModel | None) -> Scores:
         return score(test, server_predictions(test, seen_all, catalog, predictor, models,
-                                              population, reread), catalog)
+                                              population, reread, oom_wait_gpus),
+                     catalog, oom_wait_gpus)
 
     cand = replay(candidate)
     history = replay(None)
@@ -120,6 +126,7 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
         "calibration_rows": float(len(calib)),
         "action_models": float(report.action_models),
         "quantile": quantile,
+        "oom_wait_gpus": oom_wait_gpus,
     }
     reason = f"{'promoted' if better else 'not promoted'} against {against}: {why}; " \
              f"family {report.family}, {report.action_models} action models"

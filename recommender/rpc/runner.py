@@ -72,13 +72,16 @@ class GrpcRunner:
     process on its database. Build it with `serving`."""
 
     def __init__(self, channel: grpc.Channel, database_url: str, metrics_url: str,
-                 catalog_override: str | None = None, workdir: Path | None = None) -> None:
+                 catalog_override: str | None = None, workdir: Path | None = None,
+                 oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> None:
         self.recommender = pb_grpc.RecommenderStub(channel)  # type: ignore[no-untyped-call]
         self.admin = pb_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]
         self.database_url = database_url
         self.metrics_url = metrics_url
         self.catalog_override = catalog_override
         self.workdir = workdir
+        self.oom_wait_gpus = oom_wait_gpus
+        """The server's price of an OOM, which the retraining job must score at too."""
         self.reload_waits: list[float] = []
         """Seconds from the end of each promoting retrain to the server serving the version
         (a retrain after which it already served it adds none)."""
@@ -120,7 +123,7 @@ class GrpcRunner:
         """`recommender retrain` on the server's database, then waits until the server serves
         the version the database says serves (it polls every MODEL_POLL_S)."""
         args = [sys.executable, "-m", "recommender", "retrain", "--quiet",
-                "--database-url", self.database_url]
+                "--database-url", self.database_url, "--oom-wait-gpus", f"{self.oom_wait_gpus!r}"]
         if self.catalog_override:
             args += ["--catalog-override", self.catalog_override]
         done = subprocess.run(args, capture_output=True, text=True, cwd=self.workdir,
@@ -163,8 +166,8 @@ class GrpcRunner:
 
 
 @contextmanager
-def serving(database_url: str = "", *, catalog_override: str | None = None
-            ) -> Iterator[GrpcRunner]:
+def serving(database_url: str = "", *, catalog_override: str | None = None,
+            oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> Iterator[GrpcRunner]:
     """`recommender serve` in a child process on a free loopback port (and a free metrics
     port), on `database_url` or a new temporary SQLite file; a runner calling it; the server
     stopped (SIGTERM) afterwards. Its output goes to files in a temporary folder."""
@@ -174,7 +177,8 @@ def serving(database_url: str = "", *, catalog_override: str | None = None
         out_path, log_path = folder / "serve.out", folder / "serve.log"
         args = [sys.executable, "-m", "recommender", "--log-format", "text", "serve",
                 "--host", "127.0.0.1", "--port", "0", "--database-url", url,
-                "--metrics-host", "127.0.0.1", "--metrics-port", "0"]
+                "--metrics-host", "127.0.0.1", "--metrics-port", "0",
+                "--oom-wait-gpus", f"{oom_wait_gpus!r}"]
         if catalog_override:
             args += ["--catalog-override", catalog_override]
         with out_path.open("wb") as out, log_path.open("wb") as err:
@@ -185,7 +189,7 @@ def serving(database_url: str = "", *, catalog_override: str | None = None
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
                 grpc.channel_ready_future(channel).result(timeout=config.REPLAY_START_TIMEOUT_S)
                 yield GrpcRunner(channel, url, f"http://127.0.0.1:{metrics_port}/metrics",
-                                 catalog_override, folder)
+                                 catalog_override, folder, oom_wait_gpus)
         finally:
             _stop(proc)
 
