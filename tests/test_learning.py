@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import random
 import re
 import threading
 from collections.abc import Iterable
@@ -176,6 +178,43 @@ def trained(store: SqlStore, migrated_engine: Engine, catalog: Catalog) -> str:
     result = retrain(SqlStore(migrated_engine), catalog, now=T0 + timedelta(days=10))
     assert result.version and result.promoted, result.reason
     return result.version
+
+
+def test_the_job_scores_at_the_price_it_is_given_and_a_server_at_another_says_so(
+        store: SqlStore, migrated_engine: Engine, catalog: Catalog,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The retraining job's replay of the server chooses each row's slice at the price it was
+    given (a wide action's next run: the 10 GB slice at 0, a larger one at 50), stores that
+    price with the version and says it; a server that prices an OOM otherwise loads the
+    version and warns that the two were set apart."""
+    rng = random.Random(3)
+    wide = [SyntheticExecution("wide", T0 + timedelta(hours=i),
+                               9000 * math.exp(rng.gauss(0, 0.45)), {}, 0.0)
+            for i in range(31)]
+    record_generated(store, wide, "wide")
+    data = store.read_executions()
+    n = len(data)
+    history, test = data.take(np.arange(n - 1)), data.take(np.arange(n - 1, n))
+    cheap = server_predictions(test, history, catalog, oom_wait_gpus=0.0)
+    dear = server_predictions(test, history, catalog, oom_wait_gpus=50.0)
+    assert cheap[0] < 10240 < dear[0]
+
+    record_generated(store, generate_one_off(1500, start=T0 + timedelta(days=3)), "once")
+    result = retrain(SqlStore(migrated_engine), catalog, now=T0 + timedelta(days=10),
+                     oom_wait_gpus=12.5)
+    assert result.version and result.metrics["oom_wait_gpus"] == 12.5
+    assert "an OOM priced at 12.5 whole GPUs" in result.reason
+    (stored,) = store.list_model_versions()
+    assert stored.metrics["oom_wait_gpus"] == 12.5
+    assert result.promoted, result.reason  # the one-off table beats the rules (`trained`)
+    with caplog.at_level(logging.WARNING, logger="recommender.learning.serving"):
+        assert ModelHolder(store, oom_wait_gpus=12.5).refresh()
+        assert not [r for r in caplog.records if "scoring an OOM" in r.getMessage()]
+        assert ModelHolder(store, oom_wait_gpus=5.0).refresh()
+    (warned,) = [r for r in caplog.records if "scoring an OOM" in r.getMessage()]
+    assert "at 12.5 whole GPUs; this server prices one at 5" in warned.getMessage()
+    with pytest.raises(ValueError, match="oom_wait_gpus"):
+        retrain(SqlStore(migrated_engine), catalog, oom_wait_gpus=math.nan)
 
 
 def test_retrain_promotes_a_model_that_beats_the_history_rule(

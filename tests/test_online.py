@@ -196,10 +196,42 @@ def test_the_operator_sets_the_price_of_an_oom(store: SqlStore, catalog: Catalog
     for bad in (-1.0, math.nan, math.inf, config.OOM_WAIT_GPUS_MAX * 2):
         with pytest.raises(ValueError, match="oom_wait_gpus"):
             UseCases(store, catalog=catalog, oom_wait_gpus=bad)
-    priced = UseCases(store, catalog=catalog, clock=lambda: NOW, oom_wait_gpus=50.0)
-    answer = priced.recommend(Request("act", "e", (pool,), declared_memory_mib=7000))
-    assert answer.recommendation.decision.source  # served at the operator's price
-    assert priced.oom_wait_gpus == 50.0
+    assert UseCases(store, catalog=catalog, oom_wait_gpus=-0.0).oom_wait_gpus == 0.0
+
+
+def test_the_service_weighs_the_price_it_was_given(store: SqlStore, catalog: Catalog) -> None:
+    """The use cases, on one history of wide peaks (a 9 GB median, log sd 0.45): at a price
+    of 0 the first slice is the 10 GB one, likely to run out, and after an OOM the next size
+    up; at 50 whole GPUs the first slice is larger and the rung after an OOM in the same
+    10 GB slice skips past 20 GB, the reasons saying the price each was weighed at."""
+    pool = mk(catalog, "a100", "A100-80GB")
+    clock = [NOW]
+    base = UseCases(store, catalog=catalog, clock=lambda: clock[0])
+    rng = random.Random(3)
+    for i in range(30):
+        clock[0] = NOW + timedelta(hours=i)
+        rec = base.recommend(Request("wide", f"r{i}", (pool,))).recommendation
+        rung = rec.decision.rung
+        peak = 9000 * math.exp(rng.gauss(0, 0.45))
+        fits = peak <= rung.profile.memory_mib
+        base.record_execution(Execution(
+            f"r{i}", "wide", rec.id, rung.gpu_model, rung.profile.name,
+            rung.profile.memory_mib, 1, min(peak, rung.profile.memory_mib), 10.0, 600.0, 0.0,
+            Outcome.SUCCEEDED if fits else Outcome.OOM, clock[0] + timedelta(minutes=10)))
+    clock[0] = NOW + timedelta(days=2)
+    cheap = UseCases(store, catalog=catalog, clock=lambda: clock[0], oom_wait_gpus=0.0)
+    dear = UseCases(store, catalog=catalog, clock=lambda: clock[0], oom_wait_gpus=50.0)
+    first_cheap = cheap.recommend(Request("wide", "a", (pool,))).recommendation.decision
+    first_dear = dear.recommend(Request("wide", "b", (pool,))).recommendation.decision
+    assert first_cheap.rung.profile.memory_mib < 10240 < first_dear.rung.profile.memory_mib
+    assert "counted as 0 whole GPUs" in first_cheap.reason
+    assert "counted as 50 whole GPUs" in first_dear.reason
+    died = [cheap.recommend(Request("wide", e, (pool,))).recommendation for e in ("c", "d")]
+    assert {d.decision.rung.profile.memory_mib for d in died} == {
+        first_cheap.rung.profile.memory_mib}
+    after_cheap = cheap.next_after_oom(died[0].id, 0.0).recommendation.decision.rung
+    after_dear = dear.next_after_oom(died[1].id, 0.0).recommendation.decision.rung
+    assert after_cheap.profile.memory_mib < 20480 < after_dear.profile.memory_mib
 
 
 def test_inputs_explain_the_peak_and_the_model_finds_it() -> None:

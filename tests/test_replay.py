@@ -292,9 +292,10 @@ def over_grpc(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory
 
 
 def test_the_live_replay_prices_an_oom_as_told(catalog: Catalog, tmp_path: Path) -> None:
-    """`--oom-wait-gpus` reaches the real server the replay starts (each reason says what an
-    OOM was counted as) and the retraining job it runs (which refuses a price it cannot use:
-    the job ran, so it took this one)."""
+    """`--oom-wait-gpus` reaches the real server the replay starts: each reason weighed by
+    expected cost says what an OOM was counted as. The retraining job it runs is given the
+    price too (a child that did not take the option would exit 2 and fail the replay; what
+    the job does with it: test_learning)."""
     from sqlalchemy import create_engine, text
 
     from recommender.rpc.runner import GrpcRunner, serving

@@ -90,7 +90,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             show.clear()
             print(f"\n### {title}\n\n{len(trace):,} executions of {actions} actions; "
                   f"the service {RUNNERS[args.runner]}, {retraining}; an OOM priced at "
-                  f"{args.oom_wait_gpus:g} whole GPUs (--oom-wait-gpus)\n", flush=True)
+                  f"{args.oom_wait_gpus:g} whole GPUs (--oom-wait-gpus, "
+                  "RECOMMENDER_OOM_WAIT_GPUS)\n", flush=True)
 
             def status(name: str) -> Callable[[str], None]:
                 return lambda m: show(f"{name}: {m}")

@@ -206,7 +206,7 @@ def seconds(value: str) -> float:
 def oom_wait_gpus(value: str) -> float:
     """--oom-wait-gpus / RECOMMENDER_OOM_WAIT_GPUS: the price of an OOM in whole GPUs for the
     run's duration, from 0 to OOM_WAIT_GPUS_MAX (core.usecases.checked_oom_wait_gpus)."""
-    from recommender.core.usecases import checked_oom_wait_gpus
+    from recommender.core.predictive import checked_oom_wait_gpus
 
     try:
         return checked_oom_wait_gpus(_number(value))

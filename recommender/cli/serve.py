@@ -72,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("database %s migrated; catalog has %d GPU models", redacted(url),
                  len(catalog))
     store = SqlStore(engine)
-    learned = ModelHolder(store)
+    learned = ModelHolder(store, oom_wait_gpus=args.oom_wait_gpus)
     learned.start()  # picks up newly promoted model versions without a restart
     cache = ActionCache()
     listener = None

@@ -649,9 +649,10 @@ OOMs on the step change, two modes and GenTD26, but at 6 the throughput bench's 
 below its bar and at 7 the generated workload with 1,000 actions at the bar of 1.25x."""
 
 OOM_WAIT_GPUS_MAX = 1000.0
-"""The highest price of an OOM an operator may set (`recommender serve --oom-wait-gpus`): past
-it every chance a t can state is worth the largest slice, and a typo (5000 for 5) should be an
-error, not a service that reserves whole cards."""
+"""The highest price of an OOM an operator may set (`recommender serve --oom-wait-gpus`): a guard
+against a typo (5000 for 5), which would be a service that buys every slice against chances of
+a fraction of a percent. At 1,000 a need known within 5 % still gets a slice its own size
+(8 GB on an A100: the 20 GB one), so nothing an operator means is refused."""
 
 ESTIMATE_QUANTILE = 0.95
 """The quantile of the predictive need reported as `predicted_peak_memory_mib`; the slice

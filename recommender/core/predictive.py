@@ -405,6 +405,15 @@ class Tail(Protocol):
         ...
 
 
+def checked_oom_wait_gpus(value: float) -> float:
+    """The price of an OOM an operator set, or ValueError naming what is wrong with it: a
+    number from 0 (an OOM costs only the memory its attempts held) to OOM_WAIT_GPUS_MAX."""
+    if not math.isfinite(value) or not 0.0 <= value <= config.OOM_WAIT_GPUS_MAX:
+        raise ValueError(f"oom_wait_gpus: {value!r} is not a number of whole GPUs from 0 to "
+                         f"{config.OOM_WAIT_GPUS_MAX:g}")
+    return float(value) + 0.0  # -0.0 is 0: no reason should say "counted as -0 whole GPUs"
+
+
 def oom_wait_mib(gpu_memory_mib: float, wait_gpus: float = config.OOM_WAIT_GPUS) -> float:
     """The part of an OOM's cost that does not shrink with the slice, in MiB x the run's
     duration: `wait_gpus` whole GPUs of the model it ran on (OOM_WAIT_GPUS unless the

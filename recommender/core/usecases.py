@@ -49,7 +49,7 @@ from recommender.core.online import ActionModels
 from recommender.core.policy import recommend, young_calibration
 from recommender.core.population import Population, read_population
 from recommender.core.ports import MemoryPredictor, Store
-from recommender.core.predictive import Predictive
+from recommender.core.predictive import Predictive, checked_oom_wait_gpus
 from recommender.core.throughput import ThroughputCurve, ThroughputSample, fit_curve
 from recommender.core.throughput_population import PopulationCache
 
@@ -139,15 +139,6 @@ def _sm_weighed(samples: list[Sample], now: datetime) -> float | None:
 _SM_MARGIN = 1e-6
 """Far above the mean's relative rounding error (the history's length times 1e-16) and
 `_remember`'s closeness (1e-9)."""
-
-
-def checked_oom_wait_gpus(value: float) -> float:
-    """The price of an OOM an operator set, or ValueError naming what is wrong with it: a
-    number from 0 (an OOM costs only the memory its attempts held) to OOM_WAIT_GPUS_MAX."""
-    if not math.isfinite(value) or not 0.0 <= value <= config.OOM_WAIT_GPUS_MAX:
-        raise ValueError(f"oom_wait_gpus: {value!r} is not a number of whole GPUs from 0 to "
-                         f"{config.OOM_WAIT_GPUS_MAX:g}")
-    return float(value)
 
 
 def _now() -> datetime:

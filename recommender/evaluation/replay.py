@@ -227,7 +227,7 @@ class InProcessRunner:
         self.catalog = catalog
         self.oom_wait_gpus = oom_wait_gpus
         self.now = datetime.now(UTC)
-        self.holder = ModelHolder(store)
+        self.holder = ModelHolder(store, oom_wait_gpus=oom_wait_gpus)
         self.use_cases = UseCases(store, catalog=catalog, learned=self.holder.current,
                                   clock=lambda: self.now, oom_wait_gpus=oom_wait_gpus)
 

@@ -25,6 +25,7 @@ from recommender.core.dataset import SUCCEEDED, Dataset
 from recommender.core.domain import ModelVersion
 from recommender.core.online import ActionModels
 from recommender.core.population import Population, PopulationSource, read_population
+from recommender.core.predictive import checked_oom_wait_gpus
 from recommender.learning.evaluate import Scores, score, server_predictions
 from recommender.learning.fit import fit_memory_model
 from recommender.learning.memory_model import KIND, MemoryModel
@@ -76,7 +77,9 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
     """Fits a candidate and promotes it only if it beats the serving version (or the history
     rules) on the newest executions, each scored by what the server would reserve with it and
     what its OOMs cost at `oom_wait_gpus` (the server's price: `recommender serve
-    --oom-wait-gpus`)."""
+    --oom-wait-gpus`). The price is checked (ValueError) and stored with the version's
+    metrics, where a server that loads it compares it with its own (`serving.ModelHolder`)."""
+    oom_wait_gpus = checked_oom_wait_gpus(oom_wait_gpus)
     say = progress or (lambda _m: None)
     now = now or datetime.now(UTC)
     serving = store.serving_model_version(KIND)
@@ -129,7 +132,8 @@ def retrain(store: TrainingStore, catalog: Catalog, *, now: datetime | None = No
         "oom_wait_gpus": oom_wait_gpus,
     }
     reason = f"{'promoted' if better else 'not promoted'} against {against}: {why}; " \
-             f"family {report.family}, {report.action_models} action models"
+             f"family {report.family}, {report.action_models} action models; an OOM " \
+             f"priced at {oom_wait_gpus:g} whole GPUs"
     result = RetrainResult(version, better, reason, metrics)
     v = ModelVersion(
         version=version, created_at=now, kind=KIND, promoted=better, serving=better,

@@ -24,8 +24,12 @@ class VersionSource(Protocol):
 
 
 class ModelHolder:
-    def __init__(self, source: VersionSource, poll_s: float = config.MODEL_POLL_S) -> None:
+    def __init__(self, source: VersionSource, poll_s: float = config.MODEL_POLL_S,
+                 oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> None:
         self.source = source
+        self.oom_wait_gpus = oom_wait_gpus
+        """The server's price of an OOM: a version scored at another is loaded, with a
+        warning (the retraining job was given another `--oom-wait-gpus`)."""
         self.poll_s = poll_s
         self._model: MemoryModel | None = None
         self._failed: str | None = None
@@ -64,6 +68,12 @@ class ModelHolder:
             self._failed = None
             log.info("serving model version %s (%d action models)", model.version,
                      model.actions)
+            scored_at = found.metrics.get("oom_wait_gpus")
+            if scored_at is not None and scored_at != self.oom_wait_gpus:
+                log.warning(
+                    "model version %s was promoted scoring an OOM at %g whole GPUs; this server "
+                    "prices one at %g: give `recommender retrain` the servers' --oom-wait-gpus "
+                    "(RECOMMENDER_OOM_WAIT_GPUS)", model.version, scored_at, self.oom_wait_gpus)
             return True
 
     def start(self) -> None:

@@ -29,6 +29,7 @@ from recommender._proto.intelliscale.recommender.v1 import recommender_pb2 as pb
 from recommender._proto.intelliscale.recommender.v1 import recommender_pb2_grpc as pb_grpc
 from recommender.core import config
 from recommender.core.domain import Execution, Request
+from recommender.core.predictive import checked_oom_wait_gpus
 from recommender.core.runner import Attempt
 from recommender.rpc.convert import OUTCOME_TO_PB, STRATEGIES, timestamp_pb
 
@@ -80,7 +81,7 @@ class GrpcRunner:
         self.metrics_url = metrics_url
         self.catalog_override = catalog_override
         self.workdir = workdir
-        self.oom_wait_gpus = oom_wait_gpus
+        self.oom_wait_gpus = checked_oom_wait_gpus(oom_wait_gpus)
         """The server's price of an OOM, which the retraining job must score at too."""
         self.reload_waits: list[float] = []
         """Seconds from the end of each promoting retrain to the server serving the version
@@ -123,7 +124,7 @@ class GrpcRunner:
         """`recommender retrain` on the server's database, then waits until the server serves
         the version the database says serves (it polls every MODEL_POLL_S)."""
         args = [sys.executable, "-m", "recommender", "retrain", "--quiet",
-                "--database-url", self.database_url, "--oom-wait-gpus", f"{self.oom_wait_gpus!r}"]
+                "--database-url", self.database_url, "--oom-wait-gpus", str(self.oom_wait_gpus)]
         if self.catalog_override:
             args += ["--catalog-override", self.catalog_override]
         done = subprocess.run(args, capture_output=True, text=True, cwd=self.workdir,
@@ -171,6 +172,7 @@ def serving(database_url: str = "", *, catalog_override: str | None = None,
     """`recommender serve` in a child process on a free loopback port (and a free metrics
     port), on `database_url` or a new temporary SQLite file; a runner calling it; the server
     stopped (SIGTERM) afterwards. Its output goes to files in a temporary folder."""
+    price = str(checked_oom_wait_gpus(oom_wait_gpus))  # a bad one: this error, not a dead child
     with tempfile.TemporaryDirectory(prefix="recommender-replay-") as tmp:
         folder = Path(tmp)
         url = database_url or f"sqlite:///{folder / 'replay.db'}"
@@ -178,7 +180,7 @@ def serving(database_url: str = "", *, catalog_override: str | None = None,
         args = [sys.executable, "-m", "recommender", "--log-format", "text", "serve",
                 "--host", "127.0.0.1", "--port", "0", "--database-url", url,
                 "--metrics-host", "127.0.0.1", "--metrics-port", "0",
-                "--oom-wait-gpus", f"{oom_wait_gpus!r}"]
+                "--oom-wait-gpus", price]
         if catalog_override:
             args += ["--catalog-override", catalog_override]
         with out_path.open("wb") as out, log_path.open("wb") as err:
