@@ -198,6 +198,16 @@ def test_database_password_never_reaches_the_log(postgres_url: str, tmp_path: Pa
     assert "***" in err
 
 
+def test_the_price_of_an_oom_is_a_metric(catalog: Catalog) -> None:
+    from recommender.cli.serve import price_gauges
+    from tests.fakes import InMemoryStore
+
+    for price in (0.0, 7.5):
+        uc = UseCases(InMemoryStore(), catalog=catalog, oom_wait_gpus=price)
+        assert [(name, kind, labels, value) for name, kind, _, labels, value
+                in price_gauges(uc)] == [("recommender_oom_wait_gpus", "gauge", (), price)]
+
+
 def test_the_learned_priors_are_metrics(catalog: Catalog) -> None:
     """An operator sees what a replica expects of an action it knows little of: the
     population's spread once read, and the spread of designs on the inputs once five actions

@@ -186,8 +186,18 @@ def _collect_metrics(learned: ModelHolder, cache: ActionCache, usecases: UseCase
                "Recommend calls that read the action's history from the database.", (),
                cache.misses)
         yield from prior_gauges(usecases)
+        yield from price_gauges(usecases)
 
     METRICS.collect(gauges)
+
+
+def price_gauges(usecases: UseCases) -> Iterator[MetricSample]:
+    """The price of an OOM this replica weighs: the one setting between memory and OOMs, to
+    hold beside the retraining job's (each model version's `oom_wait_gpus`)."""
+    yield ("recommender_oom_wait_gpus", "gauge",
+           "The price of an OOM this replica weighs: the user's wait for the rerun, in whole "
+           "GPUs of the pool's model for the run's duration (--oom-wait-gpus).", (),
+           usecases.oom_wait_gpus)
 
 
 def prior_gauges(usecases: UseCases) -> Iterator[MetricSample]:
