@@ -205,7 +205,7 @@ def seconds(value: str) -> float:
 
 def oom_wait_gpus(value: str) -> float:
     """--oom-wait-gpus / RECOMMENDER_OOM_WAIT_GPUS: the price of an OOM in whole GPUs for the
-    run's duration, from 0 to OOM_WAIT_GPUS_MAX (core.usecases.checked_oom_wait_gpus)."""
+    run's duration, from 0 to OOM_WAIT_GPUS_MAX (core.predictive.checked_oom_wait_gpus)."""
     from recommender.core.predictive import checked_oom_wait_gpus
 
     try:
