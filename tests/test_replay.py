@@ -122,6 +122,31 @@ def test_the_excess_table_adds_up_to_the_reserved_memory_above_the_oracle(
     assert sum(m.oom_from.values()) == m.first_oom and m.oom_from.get("history") == 1
 
 
+def test_the_run_table_places_each_execution_by_its_action_s_runs_before_it(
+        catalog: Catalog) -> None:
+    assert [replay.run_group(n) for n in (0, 1, 2, 3, 9, 10, 500)] == [
+        "its first", "its second", "its third", "its 4th to 10th", "its 4th to 10th",
+        "its 11th on", "its 11th on"]
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    slices = replay.Slices.of(pools)
+    # Two actions interleaved: each has its own first, second and third execution.
+    t = sorted(trace([9000.0] * 12 + [30000.0], "a") + trace([5000.0] * 3, "b"),
+               key=lambda e: e.at)
+    m = replay.replay_service("ours", t, pools, catalog)
+    counts = {g: int(v[0]) for g, v in m.by_run.items()}
+    assert counts == {"its first": 2, "its second": 2, "its third": 2, "its 4th to 10th": 7,
+                      "its 11th on": 3}
+    # The groups hold every execution's first slice and the oracle's, and every OOM.
+    best = replay.oracle(t, slices)
+    assert sum(v[2] for v in m.by_run.values()) == pytest.approx(best.reserved_gbh)
+    assert sum(v[3] for v in m.by_run.values()) == m.first_oom == m.by_run["its 11th on"][3] >= 1
+    assert sum(v[1] for v in m.by_run.values()) == pytest.approx(
+        sum(f.slice_mib / 1024 * f.hours for f in m.firsts))
+    table = replay.run_table(m)
+    assert table.splitlines()[2].startswith("| its first | 2 | ")
+    assert table.splitlines()[-1].endswith(f"| {m.first_oom} |")
+
+
 def test_slices_ladder() -> None:
     s = replay.Slices((5000, 10000, 20000))
     assert s.fit(7000) == 10000 and s.fit(30000) == 20000

@@ -118,6 +118,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             print(replay.table(results, best.reserved_gbh))
             print("\nWhere the service's reserved memory above the oracle comes from:\n")
             print(replay.excess_table(results[0], best.reserved_gbh), flush=True)
+            print("\nThe service's first slices by how many executions of the action came "
+                  "before:\n")
+            print(replay.run_table(results[0]), flush=True)
             print("\nThe service's stated chance of an OOM on each first recommendation, against "
                   "what happened:\n")
             print(replay.calibration_table(results[0]), flush=True)

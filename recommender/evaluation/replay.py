@@ -91,6 +91,10 @@ class Metrics:
     the chance there weighed no choice (the tail beyond every slice), and a trace whose peaks
     are capped to fit never shows those OOMs, so it is kept out of the calibration rows."""
 
+    by_run: dict[str, list[float]] = field(default_factory=dict)
+    """Per group of the actions' executions (`run_group`): executions, the GB-h their first
+    slices held, the oracle's GB-h, and how many of those first attempts ran out (the service's
+    replays only: where in an action's life its excess is spent)."""
     firsts: list[FirstAttempt] = field(default_factory=list)
     """Per execution of the service's replays: its first attempt, its stated chance and what
     all its attempts held (`frontier_point`)."""
@@ -293,6 +297,16 @@ a learned model and one it does not."""
 LADDER = "ladder (the rungs after an OOM)"
 
 
+RUN_GROUPS = ("its first", "its second", "its third", "its 4th to 10th", "its 11th on")
+"""`run_table`'s rows: the first three executions one by one (where the population, then its
+first two runs, speak for an action), then the rest of its sparse history, then the rest."""
+
+
+def run_group(runs_before: int) -> str:
+    """The `RUN_GROUPS` row of an execution after `runs_before` of its action's."""
+    return RUN_GROUPS[min(runs_before, 3) if runs_before < 10 else 4]
+
+
 def excess_of(attempts: Sequence[float], oracle_mib: float, source: str
               ) -> list[tuple[str, float]]:
     """One execution's memory above the oracle's slice (MiB, each held for the run), split by
@@ -363,6 +377,11 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                       else f"model ({first.model_version})")
             if source == "history" and runs.get(e.action_id, 0) < SPARSE_RUNS:
                 source = SPARSE
+            group = m.by_run.setdefault(run_group(runs.get(e.action_id, 0)), [0.0] * 4)
+            group[0] += 1
+            group[1] += attempts[0] / 1024 * e.duration_h
+            group[2] += slices.fit(e.peak_mib) / 1024 * e.duration_h
+            group[3] += attempts[0] < e.peak_mib
             runs[e.action_id] = runs.get(e.action_id, 0) + 1
             if attempts[0] < e.peak_mib:
                 m.oom_from[source] = m.oom_from.get(source, 0) + 1
@@ -423,6 +442,23 @@ def excess_table(m: Metrics, oracle_gbh: float) -> str:
         lines.append(f"| {source} | {m.first_from.get(source, 0):,} | {gbh:,.0f} | "
                      f"{gbh / total if total else 0:.0%} | {gbh / oracle_gbh:.2f} | "
                      f"{ran_out} |")
+    return "\n".join(lines)
+
+
+def run_table(m: Metrics) -> str:
+    """The service's first slices by how many executions of the action came before each
+    (`run_group`): how far above the oracle's slice they were, and how many ran out. Why: the
+    sources (`excess_table`) say who spoke, this says when in an action's life the memory
+    went, so that a third execution dearer than the second shows as itself."""
+    lines = ["| execution of its action | executions | first slices x oracle | "
+             "first attempts that ran out |", "|---|---|---|---|"]
+    for group in RUN_GROUPS:
+        found = m.by_run.get(group)
+        if found is None:
+            continue
+        n, held, best, ran_out = found
+        lines.append(f"| {group} | {n:,.0f} | {held / best if best else math.nan:.2f}x | "
+                     f"{ran_out:,.0f} |")
     return "\n".join(lines)
 
 
@@ -523,7 +559,8 @@ def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -
 
 
 __all__ = ["BASELINES", "CHANCE_BINS", "FRONTIER_CHANCES", "LADDER", "LARGEST_SHARE",
-           "RETRAIN_AT", "SPARSE", "VPA", "FirstAttempt", "InProcessRunner", "Metrics",
-           "RunnerFactory", "Slices", "calibration_table", "excess_of", "excess_table",
-           "frontier_point", "frontier_table", "in_process", "mixed_pools", "oracle",
-           "replay_rule", "replay_service", "retrain_points", "table"]
+           "RETRAIN_AT", "RUN_GROUPS", "SPARSE", "VPA", "FirstAttempt", "InProcessRunner",
+           "Metrics", "RunnerFactory", "Slices", "calibration_table", "excess_of",
+           "excess_table", "frontier_point", "frontier_table", "in_process", "mixed_pools",
+           "oracle", "replay_rule", "replay_service", "retrain_points", "run_group",
+           "run_table", "table"]
