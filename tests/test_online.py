@@ -1457,6 +1457,38 @@ def test_a_young_action_sizes_a_large_request_by_other_actions_powers() -> None:
     assert grown is not None and not any(f.design.lent_powers for f in grown.fits)
 
 
+def test_from_two_runs_a_young_action_has_other_actions_powers() -> None:
+    """Its third execution: two runs give the footprint and the per-item cost exactly, with
+    other actions' powers, and the request with a batch of 64 is sized near its need (the
+    power law with their slopes, all it had before, needs a bound a fifth wider to hold it).
+    A per-item cost of zero or less (the larger request held less) is no footprint plus
+    activations: no such design."""
+    models = ActionModels()
+    for a in range(6):
+        models.get(f"old-{a}", _footprint(1500.0 + 1000.0 * a, 5.0 + 10.0 * a, 40, seed=a),
+                   0.3)
+    assert models.borrowed_powers == {("batch", "size"): (1.0, 0.5)}
+    young = [run(6000.0 + 40.0 * b * math.sqrt(size), i, {"batch": b, "size": size})
+             for i, (b, size) in enumerate([(8.0, 30.0), (2.0, 10.0)])]
+    request = {"batch": 64.0, "size": 20.0}
+    truth = 6000.0 + 40.0 * 64 * math.sqrt(20.0)
+    model = models.get("young", young, 0.3)
+    assert model is not None
+    lent = next(f for f in model.fits if f.design.lent_powers)
+    found = lent.predict(request)
+    assert found is not None
+    assert 0.95 * truth < found.quantile(0.5) < 1.05 * truth
+    assert found.quantile(0.95) > truth
+    slopes = next(f for f in model.fits if f.design.slopes).predict(request)
+    assert slopes is not None and slopes.quantile(0.95) > 1.2 * found.quantile(0.95)
+    less = [run(7000.0, 0, {"batch": 8.0, "size": 30.0}), run(7400.0, 1, {"batch": 2.0,
+                                                                          "size": 10.0})]
+    shrinking = models.get("shrinking", less, 0.3)
+    assert shrinking is not None and not any(f.design.lent_powers for f in shrinking.fits)
+    one = models.get("one", young[:1], 0.3)
+    assert one is None or not any(f.design.lent_powers for f in one.fits)
+
+
 def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes() -> None:
     """A new service's actions have two or three runs each: none has a power law of its own to
     lend, but the population's slopes pooled within actions are there. A young action borrows

@@ -89,10 +89,11 @@ class Design:
     lent_powers: bool = False
     """A monomial whose `exponents` are other actions' (`ActionModels`: the powers most of the
     grown actions with these inputs chose), only its footprint and per-item cost the action's
-    own: two parameters, so from three runs on, where its own monomial waits for six (with two
-    inputs). A young action's power law with borrowed slopes has the right level but not the
-    shape: a footprint plus activations bends, and a slope that is right for one action's
-    inputs is wrong for another's (ONLINE_BORROW_POWERS_MIN_RUNS says what that cost)."""
+    own: two parameters, so from two runs on (fitted exactly until a third run gives it a
+    leave-one-out error), where its own monomial waits for six (with two inputs). A young
+    action's power law with borrowed slopes has the right level but not the shape: a
+    footprint plus activations bends, and a slope that is right for one action's inputs is
+    wrong for another's (ONLINE_BORROW_POWERS_MIN_RUNS says what that cost)."""
     slopes: tuple[float, ...] = ()
     """A power law in the inputs whose slopes are other actions' (`ActionModels`), only its
     level the action's own: one parameter, so from two runs on. A young action has too few
@@ -466,6 +467,9 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
     judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     inputs: FloatArray | None = None  # a design with lent slopes: its input columns
+    # Runs beyond its parameters it needs: one, for a leave-one-out error, but other actions'
+    # powers, fitted exactly from two runs (ONLINE_BORROW_POWERS_MIN_RUNS).
+    spare = 0 if design.lent_powers else 1
     if not design.features and not design.trend:
         # One constant column: the least squares is a weighted mean, its leverage w / sum(w),
         # in closed form (what the QR below gives, without a factorisation).
@@ -487,7 +491,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
         if design.monomial:
             raw = np.column_stack(cols[1:])
             ok = np.all(np.isfinite(raw), axis=1)
-            if int(ok.sum()) < p + 1:
+            if int(ok.sum()) < p + spare:
                 return None
             if not design.exponents:
                 found = _best_exponents(raw[ok], data.y_mib[ok], weighted.w[ok])
@@ -510,7 +514,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
         w_ok, y_mib, y, sw = weighted.w, data.y_mib, data.log_y, weighted.sw
         if design.features:  # a run that lacked an input sits out
             ok = np.all(np.isfinite(x), axis=1)
-            if int(ok.sum()) < p + 1:
+            if int(ok.sum()) < p + spare:
                 return None
             if not ok.all():
                 x, w_ok, y_mib, y, sw = x[ok], w_ok[ok], y_mib[ok], y[ok], sw[ok]
@@ -541,6 +545,8 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
             r_inv = np.linalg.inv(r)
             coef = r_inv @ (q.T @ (y * sw))
             fitted = x @ coef
+        if design.lent_powers and coef[1] <= 0 and x.shape[0] <= p:
+            return None  # two runs, the larger request held less: no footprint plus activations
         leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
         if offset is not None:
             y, fitted = y + offset, fitted + offset
@@ -816,8 +822,9 @@ def _prior_of_design(design: Design, prior_log_scale: float, input_prior: float 
 
 def _slopes_prior(runs: int, prior_log_scale: float, pooled_log_scale: float | None
                   ) -> float | None:
-    """The prior spread of a young action's power law with other actions' slopes while it has
-    too few runs for any design of its own shape (ONLINE_BORROW_POWERS_MIN_RUNS): the spread
+    """The prior spread of a young action's power law with other actions' slopes at its third
+    execution (two runs, ONLINE_BORROW_POWERS_MIN_RUNS, where other actions' powers have no
+    leave-one-out error yet and no design of its own shape can be fitted): the spread
     the population's pooled slopes leave from one run to the next (`AtInputs.log_scale`, never
     above the population's), which is how far a level plus those slopes misses; None (the
     population's spread) from then on. With two runs the prior is most of the fit's scale,
@@ -825,7 +832,7 @@ def _slopes_prior(runs: int, prior_log_scale: float, pooled_log_scale: float | N
     three runs the design competes by leave-one-out loss with the lent powers (two or more
     inputs) and soon the action's own designs on the inputs, and with a narrow prior a shape
     that is not the action's won where it was wrong (config, ONLINE_BORROW_*)."""
-    if pooled_log_scale is None or runs >= config.ONLINE_BORROW_POWERS_MIN_RUNS:
+    if pooled_log_scale is None or runs > config.ONLINE_BORROW_POWERS_MIN_RUNS:
         return None
     return min(pooled_log_scale, prior_log_scale)
 
