@@ -1481,12 +1481,30 @@ def test_from_two_runs_a_young_action_has_other_actions_powers() -> None:
     assert found.quantile(0.95) > truth
     slopes = next(f for f in model.fits if f.design.slopes).predict(request)
     assert slopes is not None and slopes.quantile(0.95) > 1.2 * found.quantile(0.95)
-    less = [run(7000.0, 0, {"batch": 8.0, "size": 30.0}), run(7400.0, 1, {"batch": 2.0,
-                                                                          "size": 10.0})]
-    shrinking = models.get("shrinking", less, 0.3)
-    assert shrinking is not None and not any(f.design.lent_powers for f in shrinking.fits)
     one = models.get("one", young[:1], 0.3)
     assert one is None or not any(f.design.lent_powers for f in one.fits)
+
+    def has_lent_powers(name: str, runs: list[tuple[float, dict[str, float]]]) -> bool:
+        found = models.get(name, [run(p, i, f) for i, (p, f) in enumerate(runs)], 0.3)
+        return found is not None and any(f.design.lent_powers for f in found.fits)
+
+    small, large = {"batch": 2.0, "size": 10.0}, {"batch": 8.0, "size": 30.0}
+    assert has_lent_powers("grows", [(7600.0, large), (6300.0, small)])
+    # The larger request held less: no per-item cost above zero.
+    assert not has_lent_powers("shrinks", [(7000.0, large), (7400.0, small)])
+    # A footprint below zero: the larger run far more than its power's share.
+    assert not has_lent_powers("below zero", [(50000.0, large), (2000.0, small)])
+    # Powers closer than ONLINE_BORROW_POWERS_EXACT_RATIO: the difference is the noise's.
+    near = {"batch": 2.0, "size": 10.0 * (config.ONLINE_BORROW_POWERS_EXACT_RATIO - 0.1) ** 2}
+    assert not has_lent_powers("near", [(6500.0, near), (6300.0, small)])
+    far = {"batch": 2.0, "size": 10.0 * (config.ONLINE_BORROW_POWERS_EXACT_RATIO + 0.1) ** 2}
+    assert has_lent_powers("far", [(6500.0, far), (6300.0, small)])
+    # Three runs, one without an input: two usable rows are no exact fit past the second run.
+    assert not has_lent_powers("lacking", [(7600.0, large), (6300.0, small), (6900.0, {})])
+    # Three runs with a spare one: fitted as before, whatever the per-item cost (its
+    # leave-one-out errors judge it).
+    assert has_lent_powers("three", [(7000.0, large), (7400.0, small),
+                                     (7200.0, {"batch": 4.0, "size": 20.0})])
 
 
 def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes() -> None:

@@ -13,7 +13,7 @@ of batch x input size, the shape of most models' memory, which neither of the tw
 or a fixed footprint plus one power of the inputs whose exponents are chosen from a few (batch
 x sqrt(size), batch x sequence^2: first powers are not every model's shape). A young action also
 has a power law in its inputs with other actions' slopes (`ActionModels` keeps them), only its
-level its own: it has too few runs for slopes of its own; and, from its third run, a fixed
+level its own: it has too few runs for slopes of its own; and, from its second run, a fixed
 footprint plus the power of the inputs most grown actions with the same inputs chose, its
 footprint and per-item cost its own.
 The design whose calibrated bound would have been best on the action's own past executions
@@ -419,6 +419,17 @@ def _fit(design: Design, data: _Data, prior_log_scale: float, judge_half_life: f
     return _finish(core, prior_log_scale) if core is not None else None
 
 
+def _holds_two_runs(power: FloatArray, coef: FloatArray) -> bool:
+    """Whether a footprint plus activations fitted through two runs (`power`: the inputs' power
+    at each, `coef`: footprint and per-item cost) is one: a per-item cost above zero (where the
+    larger request held less, it is not), a footprint not below zero, and powers
+    ONLINE_BORROW_POWERS_EXACT_RATIO apart (closer, the two peaks differ by little more than
+    their noise, and the per-item cost through them is that noise, extrapolated)."""
+    low, high = float(power.min()), float(power.max())
+    return (float(coef[1]) > 0 and float(coef[0]) >= 0
+            and high >= config.ONLINE_BORROW_POWERS_EXACT_RATIO * low)
+
+
 @dataclass(frozen=True)
 class _Core:
     """One design fitted on one history up to where the population's spread enters: what
@@ -468,8 +479,10 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     inputs: FloatArray | None = None  # a design with lent slopes: its input columns
     # Runs beyond its parameters it needs: one, for a leave-one-out error, but other actions'
-    # powers, fitted exactly from two runs (ONLINE_BORROW_POWERS_MIN_RUNS).
-    spare = 0 if design.lent_powers else 1
+    # powers fitted exactly through an action's first two runs (ONLINE_BORROW_POWERS_MIN_RUNS;
+    # later, a run that lacked an input does not make a fit exact again).
+    exact = design.lent_powers and n == config.ONLINE_BORROW_POWERS_MIN_RUNS
+    spare = 0 if exact else 1
     if not design.features and not design.trend:
         # One constant column: the least squares is a weighted mean, its leverage w / sum(w),
         # in closed form (what the QR below gives, without a factorisation).
@@ -545,8 +558,8 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
             r_inv = np.linalg.inv(r)
             coef = r_inv @ (q.T @ (y * sw))
             fitted = x @ coef
-        if design.lent_powers and coef[1] <= 0 and x.shape[0] <= p:
-            return None  # two runs, the larger request held less: no footprint plus activations
+        if exact and not _holds_two_runs(x[:, 1], coef):
+            return None
         leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
         if offset is not None:
             y, fitted = y + offset, fitted + offset
