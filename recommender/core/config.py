@@ -249,8 +249,8 @@ lent slopes its centre and the run-to-run noise over the slopes' misfit, populat
 penalty): the slopes of log peak on log input are not an action's shape (a footprint plus
 activations bends), so two runs at small batches that held the same memory flattened the law and a
 batch of 64 ran out: 1,000 actions seed 1 with no retraining, the third executions 9 -> 17 OOMs at
-1.51x -> 1.54x (the errors kept as the leave-one-out ones instead: 21 -> 20 OOMs at 14,568 -> 14,838
-GB-h, seed 7 25 -> 24 at 13,786 -> 14,071)."""
+1.51x -> 1.54x (the errors kept as the leave-one-out ones instead: 22 -> 21 OOMs at 14,568 -> 14,838
+GB-h, seed 7 26 -> 25 at 13,786 -> 14,071)."""
 
 ONLINE_BORROW_POWERS_EXACT_RATIO = 1.5
 """Through two runs (ONLINE_BORROW_POWERS_MIN_RUNS), other actions' powers are fitted only where
