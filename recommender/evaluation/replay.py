@@ -375,17 +375,20 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                                          e.duration_h, sum(attempts) / 1024 * e.duration_h))
             source = (first.source if first.source != "model"
                       else f"model ({first.model_version})")
-            if source == "history" and runs.get(e.action_id, 0) < SPARSE_RUNS:
+            before = runs.get(e.action_id, 0)
+            runs[e.action_id] = before + 1
+            if source == "history" and before < SPARSE_RUNS:
                 source = SPARSE
-            group = m.by_run.setdefault(run_group(runs.get(e.action_id, 0)), [0.0] * 4)
+            ran_out = attempts[0] < e.peak_mib
+            oracle_mib = slices.fit(e.peak_mib)
+            group = m.by_run.setdefault(run_group(before), [0.0] * 4)
             group[0] += 1
             group[1] += attempts[0] / 1024 * e.duration_h
-            group[2] += slices.fit(e.peak_mib) / 1024 * e.duration_h
-            group[3] += attempts[0] < e.peak_mib
-            runs[e.action_id] = runs.get(e.action_id, 0) + 1
-            if attempts[0] < e.peak_mib:
+            group[2] += oracle_mib / 1024 * e.duration_h
+            group[3] += ran_out
+            if ran_out:
                 m.oom_from[source] = m.oom_from.get(source, 0) + 1
-            for where, mib in excess_of(attempts, slices.fit(e.peak_mib), source):
+            for where, mib in excess_of(attempts, oracle_mib, source):
                 m.excess_gbh[where] = m.excess_gbh.get(where, 0.0) + mib / 1024 * e.duration_h
                 m.first_from[where] = m.first_from.get(where, 0) + 1
             if first.oom_chance > 0:
