@@ -1205,15 +1205,17 @@ def test_a_step_down_is_not_held_at_the_old_level_by_the_runs_before_it() -> Non
     assert need.survival(9000) == replace(need, seen=None).survival(9000)
 
 
-def _modes_below_a_record(runs: int, largest_at: int) -> list[Sample]:
+def _modes_below_a_record(runs: int, largest_at: int, largest: float = 18300.0
+                          ) -> list[Sample]:
     """Runs in two modes, 9.8 and 17.6 GB (a quarter heavy, 2 % scatter, at most 18 GB),
     newest first, the newest two heavy (the level follows them up), with the largest peak,
-    18.3 GB, the `largest_at`-th newest."""
+    `largest` (18.3 GB: 1.7 % past the rest), the `largest_at`-th newest."""
     rng = random.Random(2)
     peaks = [(17600 if i < 2 or rng.random() < 0.25 else 9800) * math.exp(rng.gauss(0, 0.02))
              for i in range(runs)]
     peaks = [min(p, 18000.0) for p in peaks]
-    peaks[largest_at] = 18300.0
+    assert max(peaks) == 18000.0
+    peaks[largest_at] = largest
     return [run(p, i) for i, p in enumerate(peaks)]
 
 
@@ -1265,8 +1267,10 @@ def test_the_policy_takes_the_slice_past_the_largest_peak_and_says_why(catalog: 
 
 def test_the_cap_holds_only_past_the_margin_for_a_grown_action_whose_largest_is_not_new() -> None:
     slice_mib = 19968.0
-    # The largest among the newest (a step or a growth sets them), or a young action.
-    for samples in (_modes_below_a_record(120, largest_at=5),
+    # A largest among the newest further past the one before them than the margin (a step or
+    # a growth sets them), or a young action.
+    past = 18000.0 * (1.0 + 2 * config.ONLINE_RECORD_MARGIN)
+    for samples in (_modes_below_a_record(120, largest_at=5, largest=past),
                     _modes_below_a_record(config.ONLINE_RECORD_MIN_RUNS - 1, largest_at=25)):
         need = _serving(samples)
         assert need.seen is not None
@@ -1277,6 +1281,24 @@ def test_the_cap_holds_only_past_the_margin_for_a_grown_action_whose_largest_is_
     just_past = 18300.0 * (1.0 + config.ONLINE_RECORD_MARGIN / 2)  # a heavy mode's new largest
     assert need.capped_by_seen(just_past) is None
     assert need.survival(just_past) == replace(need, seen=None).survival(just_past)
+
+
+def test_a_heavy_mode_s_new_largest_just_past_the_old_one_keeps_the_cap() -> None:
+    # The largest peak is among the newest runs, 1.7 % past the largest before them (within
+    # ONLINE_RECORD_MARGIN): a heavy mode's scatter, not a step. The cap holds past it, as it
+    # does once the same runs are older; just past the margin, a new largest lifts it.
+    slice_mib = 19968.0
+    for largest_at in (5, 60):
+        need = _serving(_modes_below_a_record(120, largest_at=largest_at))
+        assert need.seen is not None
+        assert need.seen.record_from == pytest.approx(18300.0 * (1.0 + config.ONLINE_RECORD_MARGIN))
+        assert need.survival(slice_mib) == pytest.approx(need.seen.record)
+        assert need.capped_by_seen(slice_mib) is not None
+    edge = 18000.0 * (1.0 + config.ONLINE_RECORD_MARGIN)
+    assert _serving(_modes_below_a_record(120, largest_at=5, largest=edge * 0.999)
+                    ).seen.record_from < math.inf
+    assert _serving(_modes_below_a_record(120, largest_at=5, largest=edge * 1.001)
+                    ).seen.record_from == math.inf
 
 
 def test_a_step_up_is_not_capped_at_the_runs_before_it() -> None:

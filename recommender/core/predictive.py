@@ -207,11 +207,12 @@ class SeenPeaks:
     could have, as a conformal bound is). Weighed as the count is, the cap is the looser one
     over the weights' sum plus one. A t fitted to two modes puts the heavier one a few
     scales out and its tail well past it; the runs say no run went there. The cap holds only
-    where the runs look exchangeable: a grown action (`grown` runs or more) whose largest peak
-    is not among the newest `recent` (a step up or a growth sets new largest peaks run after
-    run, and there the model's level change is right), and only `margin` above the largest
-    peak, where a heavier mode's own scatter does not reach (its new largest peaks land just
-    past the old one)."""
+    where the runs look exchangeable: a grown action (`grown` runs or more) whose newest
+    `recent` peaks did not pass the largest before them by more than `margin` (a step up or a
+    growth sets new largest peaks run after run, further and further past the old one, and
+    there the model's level change is right; a heavier mode's scatter sets one now and then,
+    just past the old one), and only `margin` above the largest peak, where that scatter does
+    not reach."""
 
     peaks: array[float] = field(repr=False)
     """The action's peaks (MiB), ascending, in single precision (within 0.06 MiB below 1 TiB):
@@ -240,7 +241,13 @@ class SeenPeaks:
         total = float(over[0])
         recent_max = float(peaks_mib[:recent].max())
         largest = float(peaks_mib.max())
-        capped = 0 < grown <= peaks_mib.shape[0] and recent_max < largest
+        before = peaks_mib[recent:]
+        # A new largest among the newest runs is a step's only if it passed the largest
+        # before them by more than a heavier mode's scatter: a heavy mode sets new largest
+        # peaks now and then, a little past the old one, and without the cap every one of
+        # them would put that mode's slice back to the t's tail for `recent` runs.
+        exchangeable = before.shape[0] > 0 and recent_max <= float(before.max()) * (1.0 + margin)
+        capped = 0 < grown <= peaks_mib.shape[0] and exchangeable
         return cls(peaks, over, total, recent_max, prior,
                    largest * (1.0 + margin) if capped else math.inf, 1.0 / (total + 1.0))
 
