@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from recommender.core.catalog import Catalog
+from recommender.core.options import candidate_profiles
+from recommender.core.predictive import expected_cost, oom_wait_mib
 from recommender.evaluation import replay
+from recommender.evaluation.synthetic import (
+    Truth,
+    generate,
+    generate_models,
+    generate_modes,
+    generate_shapes,
+    generate_step,
+)
 from recommender.evaluation.traces import (
     TraceExecution,
     gentd26_hourly,
@@ -476,3 +487,70 @@ def test_the_frontier_starts_where_the_replay_ran(catalog: Catalog) -> None:
     # Moving every stated first attempt up never leaves more of them running out.
     moved, ran_out, gbh = replay.frontier_point(m, slices, 0.0)
     assert moved >= 25 and ran_out <= m.first_oom and gbh > m.reserved_gbh
+
+
+def test_a_generated_peak_s_truth_is_the_distribution_it_was_drawn_from() -> None:
+    mix = Truth(((0.7, 10000.0, 0.05), (0.3, 20000.0, 0.05)), 30000.0)
+    assert mix.survival(10000.0) == pytest.approx(0.7 * 0.5 + 0.3, abs=1e-4)
+    assert mix.survival(15000.0) == pytest.approx(0.3, abs=1e-4)
+    assert mix.survival(20000.0 * math.exp(0.05)) == pytest.approx(0.3 * 0.158655, abs=1e-4)
+    assert mix.survival(30000.0) == 0.0 and mix.survival(0.0) == 1.0
+    # Each generator's truths say how often its peaks pass a size, execution by execution:
+    # their mean chance is the share of peaks past it, within the sampling error.
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for generator in (generate, generate_step, generate_modes, generate_shapes,
+                      generate_models):
+        runs = list(generator(20, 4000, start=start, seed=3))
+        assert all(e.truth is not None for e in runs)
+        for mib in (8000.0, 20000.0):
+            stated = sum(e.truth.survival(mib) for e in runs if e.truth) / len(runs)
+            seen = sum(e.peak_mib > mib for e in runs) / len(runs)
+            assert abs(stated - seen) < 4 * math.sqrt(max(stated * (1 - stated), 1e-4) / 4000)
+
+
+def test_the_best_first_slice_is_the_least_expected_cost_over_every_pool(
+        catalog: Catalog) -> None:
+    pools = replay.mixed_pools(catalog, ["A100-80GB", "H100-80GB"])
+    sizes = {p.pool_id: sorted({float(x.memory_mib) for x in candidate_profiles(p)})
+             for p in pools}
+
+    def brute(truth: Truth, price: float) -> float:
+        return min((expected_cost(sizes[p.pool_id], i, truth, oom_wait_mib(
+            p.gpu_model.memory_mib, price)), s) for p in pools
+            for i, s in enumerate(sizes[p.pool_id]))[1]
+
+    small = Truth(((1.0, 6000.0, 0.05),))
+    assert replay.best_first_slice(pools, small, 5.0) == min(min(v) for v in sizes.values())
+    # A need with a 5 % chance past 20 GB: worth the 40 GB slice at 5 whole GPUs an OOM, not
+    # when an OOM costs only the memory its attempts held.
+    tail = Truth(((0.95, 12000.0, 0.03), (0.05, 25000.0, 0.03)))
+    for price in (0.0, 5.0):
+        assert replay.best_first_slice(pools, tail, price) == brute(tail, price)
+    assert replay.best_first_slice(pools, tail, 0.0) < 21000 < replay.best_first_slice(
+        pools, tail, 5.0) < 41000
+
+
+def test_the_truth_table_weighs_the_service_s_first_slices_and_the_best_ones(
+        catalog: Catalog) -> None:
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    truth = Truth(((0.8, 9000.0, 0.03), (0.2, 18000.0, 0.1)))
+    # The last run passes every slice the service gave before: its first attempt is weighed,
+    # not the rung that fitted.
+    t = [replace(e, truth=truth) for e in trace([9000.0, 15000.0, 9100.0, 8900.0] * 3
+                                                + [9000.0] * 3 + [30000.0])]
+    t.append(trace([5000.0], "untold")[0])  # a trace execution without its distribution
+    m = replay.replay_service("ours", t, pools, catalog, oom_wait_gpus=5.0)
+    assert m.first_oom >= 1
+    rows = m.against_truth
+    assert sum(v[0] for v in rows.values()) == 16 and rows["its first"][0] == 1
+    ours = sum(truth.survival(f.slice_mib) for f in m.firsts[:16])
+    best_mib = replay.best_first_slice(pools, truth, 5.0)
+    assert sum(v[1] for v in rows.values()) == pytest.approx(ours)
+    assert sum(v[2] for v in rows.values()) == pytest.approx(16 * truth.survival(best_mib))
+    assert sum(v[3] for v in rows.values()) == pytest.approx(
+        sum(f.slice_mib / 1024 * f.hours for f in m.firsts[:16]))
+    assert sum(v[4] for v in rows.values()) == pytest.approx(16 * best_mib / 1024)
+    lines = replay.truth_table(m).splitlines()
+    assert lines[-1] == (f"| all | 16 | {ours:,.1f} | {16 * truth.survival(best_mib):,.1f} | "
+                         f"{sum(f.slice_mib / 1024 * f.hours for f in m.firsts[:16]):,.0f} | "
+                         f"{16 * best_mib / 1024:,.0f} |")

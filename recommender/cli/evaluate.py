@@ -100,13 +100,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             results = [replay.replay_service(
                 name, trace, pools, catalog, retrain_at=args.retrain_at,
                 retrain_every=args.retrain_every, runner=runner, progress=say,
-                status=status(name))]
+                status=status(name), oom_wait_gpus=args.oom_wait_gpus)]
             if without_features:
                 name = "IntelliScale without the request's features"
                 results.append(replay.replay_service(
                     name, trace, pools, catalog, retrain_at=args.retrain_at,
                     retrain_every=args.retrain_every, use_features=False, runner=runner,
-                    progress=say, status=status(name)))
+                    progress=say, status=status(name), oom_wait_gpus=args.oom_wait_gpus))
             for name, rule in replay.BASELINES.items():
                 if name.startswith("user's") and not any(e.declared_mib for e in trace):
                     continue  # the trace declares nothing
@@ -121,6 +121,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             print("\nThe service's first slices by how many executions of the action came "
                   "before:\n")
             print(replay.run_table(results[0]), flush=True)
+            if results[0].against_truth:
+                print("\nThe service's first slices against the best ones knowing the "
+                      "distribution each peak was drawn from (the generator's), by the same "
+                      "expected cost at the same price of an OOM:\n")
+                print(replay.truth_table(results[0]), flush=True)
             print("\nThe service's stated chance of an OOM on each first recommendation, against "
                   "what happened:\n")
             print(replay.calibration_table(results[0]), flush=True)

@@ -42,6 +42,7 @@ from recommender.core.domain import (
 from recommender.core.estimation import decay_weight, weighted_quantile
 from recommender.core.ladder import LadderExhausted
 from recommender.core.options import candidate_profiles
+from recommender.core.predictive import Tail, expected_cost, oom_wait_mib
 from recommender.core.runner import Attempt, Runner
 from recommender.core.usecases import UseCases
 from recommender.evaluation.traces import TraceExecution
@@ -95,6 +96,11 @@ class Metrics:
     """Per group of the actions' executions (`run_group`): executions, the GB-h their first
     slices held, the oracle's GB-h, and how many of those first attempts ran out (the service's
     replays only: where in an action's life its excess is spent)."""
+    against_truth: dict[str, list[float]] = field(default_factory=dict)
+    """Per group of the actions' executions (`run_group`) whose trace gives the distribution
+    each peak was drawn from (a generated one's): executions, OOMs expected on the service's
+    first slices and on the best ones knowing that distribution (`best_first_slice`), and the
+    GB-h those two sets of first slices held (the service's replays only)."""
     firsts: list[FirstAttempt] = field(default_factory=list)
     """Per execution of the service's replays: its first attempt, its stated chance and what
     all its attempts held (`frontier_point`)."""
@@ -329,17 +335,39 @@ def retrain_points(n: int, retrain_at: Sequence[float] = (), retrain_every: int 
     return {i for i in points if 0 < i < n}
 
 
+def best_first_slice(pools: Sequence[Pool], truth: Tail, oom_wait_gpus: float) -> float:
+    """The first slice a rule that knew the distribution of the peak would start on: least
+    expected cost over every pool's sizes, by the policy's own measure (`expected_cost`: the
+    slice, the climb after an OOM, the wait priced at `oom_wait_gpus` whole GPUs of the pool's
+    model), smaller at a tie. The service's slices against these say what its predictions cost
+    at its price; what the price itself buys is the difference between these and the oracle's."""
+    best: tuple[float, float] | None = None
+    for pool in pools:
+        sizes = sorted({float(p.memory_mib) for p in candidate_profiles(pool)})
+        wait = oom_wait_mib(pool.gpu_model.memory_mib, oom_wait_gpus)
+        for i, size in enumerate(sizes):
+            found = (expected_cost(sizes, i, truth, wait), size)
+            if best is None or found < best:
+                best = found
+    if best is None:
+        raise ValueError("no pool offers a slice")
+    return best[1]
+
+
 def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[Pool],
                    catalog: Catalog, *, retrain_at: Sequence[float] = (),
                    retrain_every: int = 0, database_url: str = "", use_features: bool = True,
                    runner: RunnerFactory | None = None,
                    progress: Callable[[str], None] | None = None,
-                   status: Callable[[str], None] | None = None) -> Metrics:
+                   status: Callable[[str], None] | None = None,
+                   oom_wait_gpus: float = config.OOM_WAIT_GPUS) -> Metrics:
     """The service itself, as the runner calls it: Recommend, NextAfterOom until it fits,
     RecordExecution; the retraining job before the executions `retrain_points` names.
     `runner` starts the service (default: in process on trace time, on `database_url` or a
     temporary SQLite file). `progress` hears each retraining's result, `status` the count of
-    executions replayed (a progress display)."""
+    executions replayed (a progress display). `oom_wait_gpus`: the price the service was
+    started with, at which the best first slices of a trace that gives each peak's
+    distribution are weighed (`best_first_slice`)."""
     say = progress or (lambda _m: None)
     tell = status or (lambda _m: None)
     m = Metrics(name)
@@ -386,6 +414,14 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
             group[1] += attempts[0] / 1024 * e.duration_h
             group[2] += oracle_mib / 1024 * e.duration_h
             group[3] += ran_out
+            if e.truth is not None:
+                best_mib = best_first_slice(pools, e.truth, oom_wait_gpus)
+                truth = m.against_truth.setdefault(run_group(before), [0.0] * 5)
+                truth[0] += 1
+                truth[1] += e.truth.survival(attempts[0])
+                truth[2] += e.truth.survival(best_mib)
+                truth[3] += attempts[0] / 1024 * e.duration_h
+                truth[4] += best_mib / 1024 * e.duration_h
             if ran_out:
                 m.oom_from[source] = m.oom_from.get(source, 0) + 1
             for where, mib in excess_of(attempts, oracle_mib, source):
@@ -462,6 +498,32 @@ def run_table(m: Metrics) -> str:
         n, held, best, ran_out = found
         lines.append(f"| {group} | {n:,.0f} | {held / best if best else math.nan:.2f}x | "
                      f"{ran_out:,.0f} |")
+    return "\n".join(lines)
+
+
+def truth_table(m: Metrics) -> str:
+    """The service's first slices against the best ones knowing each peak's distribution
+    (`Metrics.against_truth`), by how many executions of the action came before: the OOMs each
+    set of slices makes in expectation and the GB-h it holds. Why: the frontier
+    (`frontier_table`) moves the service's own riskier attempts, so it cannot tell a price
+    from a prediction that ranked the wrong attempts riskiest; this can, on a trace that
+    knows its distributions. More OOMs at no less memory than the best slices is what the
+    predictions cost; fewer OOMs than the oracle's none is what the price buys."""
+    lines = ["| execution of its action | executions | OOMs expected, the service's slices | "
+             "the best slices' | GB-h, the service's first slices | the best slices' |",
+             "|---|---|---|---|---|---|"]
+    total = [0.0] * 5
+    for group in RUN_GROUPS:
+        found = m.against_truth.get(group)
+        if found is None:
+            continue
+        total = [a + b for a, b in zip(total, found, strict=True)]
+        n, ours, best, held, best_held = found
+        lines.append(f"| {group} | {n:,.0f} | {ours:,.1f} | {best:,.1f} | {held:,.0f} | "
+                     f"{best_held:,.0f} |")
+    n, ours, best, held, best_held = total
+    lines.append(f"| all | {n:,.0f} | {ours:,.1f} | {best:,.1f} | {held:,.0f} | "
+                 f"{best_held:,.0f} |")
     return "\n".join(lines)
 
 

@@ -16,12 +16,35 @@ from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True)
+class Truth:
+    """The distribution an execution's peak was drawn from: a mixture of log-normals, its
+    peaks clipped at `cap_mib`. What no rule can know, and what the best decision the price of
+    an OOM allows would be made on (`replay.Truths`): how far a rule's slices are from that
+    decision says how much of its OOMs and memory its predictions cost, and how much the price."""
+
+    components: tuple[tuple[float, float, float], ...]
+    """(weight, median MiB, standard deviation of the log peak), weights adding up to 1."""
+    cap_mib: float = math.inf
+
+    def survival(self, mib: float) -> float:
+        """P(peak > mib)."""
+        if mib >= self.cap_mib:
+            return 0.0
+        if mib <= 0:
+            return 1.0
+        return sum(w * 0.5 * math.erfc(math.log(mib / median) / (sd * math.sqrt(2.0)))
+                   for w, median, sd in self.components)
+
+
+@dataclass(frozen=True)
 class SyntheticExecution:
     action_id: str
     at: datetime
     peak_mib: float
     features: dict[str, float] = field(default_factory=dict)
     declared_mib: float = 0.0
+    truth: Truth | None = None
+    """The distribution `peak_mib` was drawn from (None: not given)."""
 
 
 def generate(actions: int, executions: int, *, start: datetime, seed: int = 0,
@@ -40,10 +63,11 @@ def generate(actions: int, executions: int, *, start: datetime, seed: int = 0,
         batch = float(2 ** rng.randint(0, 6))
         input_mb = math.exp(rng.gauss(3.0, 0.8))
         noise = math.exp(rng.gauss(0.0, 0.04))
-        peak = (base + per_item * batch * math.sqrt(input_mb)) * noise
+        median = base + per_item * batch * math.sqrt(input_mb)
         declared = base + per_item * 32 * math.sqrt(60)
-        yield SyntheticExecution(name, start + spacing * i, peak,
-                                 {"batch_size": batch, "input_mb": round(input_mb, 3)}, declared)
+        yield SyntheticExecution(name, start + spacing * i, median * noise,
+                                 {"batch_size": batch, "input_mb": round(input_mb, 3)}, declared,
+                                 Truth(((1.0, median, 0.04),)))
 
 
 def generate_step(actions: int, executions: int, *, start: datetime, seed: int = 0,
@@ -63,10 +87,11 @@ def generate_step(actions: int, executions: int, *, start: datetime, seed: int =
     for i in range(executions):
         name, level, spread, step_at, factor = rng.choices(params, weights)[0]
         size = math.exp(rng.gauss(0.0, 0.5))
-        peak = level * (factor if i >= step_at else 1.0) * size ** 0.1 * math.exp(
-            rng.gauss(0.0, spread))
-        yield SyntheticExecution(name, start + spacing * i, peak,
-                                 {"input_mb": round(100 * size, 3)}, 0.0)
+        median = level * (factor if i >= step_at else 1.0) * size ** 0.1
+        yield SyntheticExecution(name, start + spacing * i,
+                                 median * math.exp(rng.gauss(0.0, spread)),
+                                 {"input_mb": round(100 * size, 3)}, 0.0,
+                                 Truth(((1.0, median, spread),)))
 
 
 def generate_modes(actions: int, executions: int, *, start: datetime, seed: int = 0,
@@ -85,7 +110,8 @@ def generate_modes(actions: int, executions: int, *, start: datetime, seed: int 
     for i in range(executions):
         name, level, noise, share, heavy = rng.choices(params, weights)[0]
         peak = level * (heavy if rng.random() < share else 1.0) * math.exp(rng.gauss(0.0, noise))
-        yield SyntheticExecution(name, start + spacing * i, min(peak, 78_000.0), {}, 0.0)
+        truth = Truth(((1.0 - share, level, noise), (share, level * heavy, noise)), 78_000.0)
+        yield SyntheticExecution(name, start + spacing * i, min(peak, 78_000.0), {}, 0.0, truth)
 
 
 SHAPES = ("image", "attention", "noisy")
@@ -124,8 +150,9 @@ def generate_shapes(actions: int, executions: int, *, start: datetime, seed: int
             size = math.exp(rng.gauss(3.0, 0.8))
             peak, noise = base + per_item * batch * math.sqrt(size), 0.12
             features = {"batch_size": batch, "input_mb": round(size, 3)}
+        truth = Truth(((1.0, peak, noise),), 79_000.0)
         peak = min(peak * math.exp(rng.gauss(0.0, noise)), 79_000.0)
-        yield SyntheticExecution(name, start + spacing * i, peak, features, 0.0)
+        yield SyntheticExecution(name, start + spacing * i, peak, features, 0.0, truth)
 
 
 def generate_models(actions: int, executions: int, *, start: datetime, seed: int = 0,
@@ -144,10 +171,11 @@ def generate_models(actions: int, executions: int, *, start: datetime, seed: int
     for i in range(executions):
         name, size, per_item = rng.choices(params, weights)[0]
         batch = float(2 ** rng.randint(0, 5))
-        peak = (800 + size * 2048 * 1.15 + per_item * batch * 200 * math.sqrt(size)) * math.exp(
-            rng.gauss(0.0, 0.05))
+        median = 800 + size * 2048 * 1.15 + per_item * batch * 200 * math.sqrt(size)
+        peak = median * math.exp(rng.gauss(0.0, 0.05))
         yield SyntheticExecution(name, start + spacing * i, min(peak, 79_000.0),
-                                 {"batch_size": batch, "params_b": round(size, 3)}, 0.0)
+                                 {"batch_size": batch, "params_b": round(size, 3)}, 0.0,
+                                 Truth(((1.0, median, 0.05),), 79_000.0))
 
 
 KIND_LEVELS = (2000.0, 30000.0, 5000.0, 60000.0, 3000.0, 45000.0, 8000.0, 20000.0)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from recommender.evaluation.synthetic import (
     SyntheticExecution,
+    Truth,
     generate,
     generate_models,
     generate_modes,
@@ -30,6 +31,8 @@ class TraceExecution:
     duration_h: float = 1.0
     features: dict[str, float] = field(default_factory=dict)
     declared_mib: float = 0.0
+    truth: Truth | None = None
+    """A generated execution's: the distribution its peak was drawn from."""
 
 
 def gentd26_hourly(traces_dir: Path, *, max_pods: int = 0) -> list[TraceExecution]:
@@ -91,7 +94,8 @@ def _generated(generator: Generator, start: datetime, actions: int, executions: 
                seed: int) -> list[TraceExecution]:
     """A generated workload as a trace: executions two minutes apart, each lasting 10 minutes."""
     return [
-        TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib)
+        TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib,
+                       e.truth)
         for e in generator(actions, executions, start=start, seed=seed,
                            spacing=timedelta(minutes=2))
     ]
