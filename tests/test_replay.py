@@ -495,6 +495,9 @@ def test_a_generated_peak_s_truth_is_the_distribution_it_was_drawn_from() -> Non
     assert mix.survival(15000.0) == pytest.approx(0.3, abs=1e-4)
     assert mix.survival(20000.0 * math.exp(0.05)) == pytest.approx(0.3 * 0.158655, abs=1e-4)
     assert mix.survival(30000.0) == 0.0 and mix.survival(0.0) == 1.0
+    exact = Truth(((0.5, 10000.0, 0.0), (0.5, 20000.0, 0.0)))
+    assert (exact.survival(9999.0), exact.survival(10000.0), exact.survival(20000.0)) == (
+        1.0, 0.5, 0.0)
     # Each generator's truths say how often its peaks pass a size, execution by execution:
     # their mean chance is the share of peaks past it, within the sampling error.
     start = datetime(2026, 1, 1, tzinfo=UTC)

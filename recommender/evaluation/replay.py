@@ -508,7 +508,7 @@ def truth_table(m: Metrics) -> str:
     (`frontier_table`) moves the service's own riskier attempts, so it cannot tell a price
     from a prediction that ranked the wrong attempts riskiest; this can, on a trace that
     knows its distributions. More OOMs at no less memory than the best slices is what the
-    predictions cost; fewer OOMs than the oracle's none is what the price buys."""
+    predictions cost; the best slices' own OOMs are what the price accepts."""
     lines = ["| execution of its action | executions | OOMs expected, the service's slices | "
              "the best slices' | GB-h, the service's first slices | the best slices' |",
              "|---|---|---|---|---|---|"]

@@ -19,8 +19,9 @@ from datetime import datetime, timedelta
 class Truth:
     """The distribution an execution's peak was drawn from: a mixture of log-normals, its
     peaks clipped at `cap_mib`. What no rule can know, and what the best decision the price of
-    an OOM allows would be made on (`replay.Truths`): how far a rule's slices are from that
-    decision says how much of its OOMs and memory its predictions cost, and how much the price."""
+    an OOM allows would be made on (`replay.best_first_slice`): how far a rule's slices are
+    from that decision says how much of its OOMs and memory its predictions cost, and how much
+    the price."""
 
     components: tuple[tuple[float, float, float], ...]
     """(weight, median MiB, standard deviation of the log peak), weights adding up to 1."""
@@ -32,7 +33,8 @@ class Truth:
             return 0.0
         if mib <= 0:
             return 1.0
-        return sum(w * 0.5 * math.erfc(math.log(mib / median) / (sd * math.sqrt(2.0)))
+        return sum(w * (0.5 * math.erfc(math.log(mib / median) / (sd * math.sqrt(2.0)))
+                        if sd > 0 else float(median > mib))
                    for w, median, sd in self.components)
 
 
