@@ -441,7 +441,16 @@ same, but by 15 minutes 85 -> 82 at 102,541 -> 103,771 GB-h and by 30 minutes 49
 hour): two modes seeds 1-6 6/16/11/5/18/8 -> 5/16/11/4/12/7 OOMs for up to 1.1 % more memory (seeds
 2 and 3, where VPA has fewer, unchanged), step seeds 3/7/8/11 and GenTD26 by the hour the same,
 GenTD26 by 15 minutes 85 -> 80 at 102,557 -> 104,873 GB-h and by 30 minutes 49 -> 47 at 111,524 ->
-113,227: the same trade, not kept."""
+113,227: the same trade, not kept. The newest 60 instead of 20 only where an action's runs look
+independent, the lag-1 autocorrelation of the newest 60 log peaks below a bound (2026-12-06, in
+process, a prototype on 021a299's core; the truth table put two modes seed 5's gap there: 17.0
+OOMs expected on its first slices past the 10th run against 2.7 on the best ones, most of it one
+action whose heavy runs pass the 20 GB slice one in ten and whose count stopped after twenty
+light ones): below 0.3, two modes seeds 1/2/3/5 6/16/11/18 -> 5/16/11/12 OOMs at 14,133/21,156/
+16,581/16,642 -> 14,196/21,172/16,691/16,890 GB-h, GenTD26 by the hour and by 30 minutes the same,
+by 15 minutes 91 -> 90 at 101,914 -> 103,113; below 0.15, seed 5 13 OOMs, GenTD26 by 15 minutes
+90 at 102,379; below 0.05, seed 5 14, GenTD26 by 15 minutes 91 at 102,170. A pod's windows pass
+the test often enough that GenTD26 pays more than its OOMs are worth by OOM_WAIT_GPUS: not kept."""
 
 CALIBRATION_YOUNG_RUNS = 30
 CALIBRATION_PRIOR = 1.0
