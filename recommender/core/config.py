@@ -552,7 +552,13 @@ on): generated with 1,000 actions seeds 7/1 26/22 OOMs at 13,786/14,591 GB-h -> 
 14,567/14,917 (1.19x/1.23x -> 1.26x/1.26x): fewer OOMs, worth that memory by OOM_WAIT_GPUS, but past
 the input-dependent bar of 1.25x. With CALIBRATION_YOUNG_RUNS 3 (only the first two runs weighed)
 20/23 at 14,327/15,188; with 10, 25/21 at 13,834/14,635: pooled, the record lowers the chances of
-runs 4 to 29, where their models were too cautious."""
+runs 4 to 29, where their models were too cautious.
+Tried and not kept (2026-12-06, in process, a prototype on 2ed4a8c's core): the factor applied to
+the model's chance only, where an action's own count of runs past a size (ONLINE_SEEN_*) raised
+it, so that a young action whose heavy run passed 40 GB keeps the count's chance there when
+young actions' first attempts on 40 GB ran out less often than stated: two modes seeds 1/2/3/5
+6/16/11/18 -> 6/15/11/17 OOMs at 14,133/21,156/16,581/16,642 -> 14,248/21,135/16,588/16,702
+GB-h, but GenTD26 by the hour the same 17 OOMs at 117,568 -> 118,282 (1.38x, its bar 1.40x)."""
 
 ONLINE_RECORD_MIN_RUNS = CALIBRATION_YOUNG_RUNS
 ONLINE_RECORD_MARGIN = 0.03
