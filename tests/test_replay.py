@@ -523,14 +523,15 @@ def test_the_best_first_slice_is_the_least_expected_cost_over_every_pool(
             for i, s in enumerate(sizes[p.pool_id]))[1]
 
     small = Truth(((1.0, 6000.0, 0.05),))
-    assert replay.best_first_slice(pools, small, 5.0) == min(min(v) for v in sizes.values())
+    assert replay.best_first_slice(replay.ladders_of(pools, 5.0), small) == min(
+        min(v) for v in sizes.values())
     # A need with a 5 % chance past 20 GB: worth the 40 GB slice at 5 whole GPUs an OOM, not
     # when an OOM costs only the memory its attempts held.
     tail = Truth(((0.95, 12000.0, 0.03), (0.05, 25000.0, 0.03)))
     for price in (0.0, 5.0):
-        assert replay.best_first_slice(pools, tail, price) == brute(tail, price)
-    assert replay.best_first_slice(pools, tail, 0.0) < 21000 < replay.best_first_slice(
-        pools, tail, 5.0) < 41000
+        assert replay.best_first_slice(replay.ladders_of(pools, price), tail) == brute(tail, price)
+    assert replay.best_first_slice(replay.ladders_of(pools, 0.0), tail) < 21000 < (
+        replay.best_first_slice(replay.ladders_of(pools, 5.0), tail)) < 41000
 
 
 def test_the_truth_table_weighs_the_service_s_first_slices_and_the_best_ones(
@@ -547,7 +548,7 @@ def test_the_truth_table_weighs_the_service_s_first_slices_and_the_best_ones(
     rows = m.against_truth
     assert sum(v[0] for v in rows.values()) == 16 and rows["its first"][0] == 1
     ours = sum(truth.survival(f.slice_mib) for f in m.firsts[:16])
-    best_mib = replay.best_first_slice(pools, truth, 5.0)
+    best_mib = replay.best_first_slice(replay.ladders_of(pools, 5.0), truth)
     assert sum(v[1] for v in rows.values()) == pytest.approx(ours)
     assert sum(v[2] for v in rows.values()) == pytest.approx(16 * truth.survival(best_mib))
     assert sum(v[3] for v in rows.values()) == pytest.approx(

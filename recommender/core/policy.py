@@ -154,12 +154,12 @@ def by_expected_cost(profiles: Sequence[MigProfile], need: Predictive, floor_mib
     what the user's wait after an OOM is counted in. `calibration`: a young action's record
     (`young_calibration`), as `recommend` weighs its sizes. `oom_wait_gpus`: that wait, in
     whole GPUs (the server's price of an OOM)."""
-    sizes = _sizes(profiles)
+    sizes = slice_sizes(profiles)
     return _by_expected_cost(sizes, _tail(need, sizes, calibration), floor_mib, gpu_memory_mib,
                              oom_wait_gpus)
 
 
-def _sizes(profiles: Sequence[MigProfile]) -> list[float]:
+def slice_sizes(profiles: Sequence[MigProfile]) -> list[float]:
     """A pool's distinct slice sizes, smallest first: what the expected cost climbs."""
     return sorted({float(p.memory_mib) for p in profiles})
 
@@ -213,7 +213,7 @@ def recommend(request: Request, estimate: Estimate | None, *, sm_hungry: bool = 
         pool_need = need
         costs: dict[int, float] = {}
         if predictive is not None and estimate is not None:
-            sizes = _sizes(profiles)
+            sizes = slice_sizes(profiles)
             tails[pool.pool_id] = tail = _tail(predictive, sizes, calibration)
             pool_need, costs = _by_expected_cost(sizes, tail, estimate.hard_floor_mib,
                                                  pool.gpu_model.memory_mib, oom_wait_gpus)

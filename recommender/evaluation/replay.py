@@ -42,6 +42,7 @@ from recommender.core.domain import (
 from recommender.core.estimation import decay_weight, weighted_quantile
 from recommender.core.ladder import LadderExhausted
 from recommender.core.options import candidate_profiles
+from recommender.core.policy import slice_sizes
 from recommender.core.predictive import Tail, expected_cost, oom_wait_mib
 from recommender.core.runner import Attempt, Runner
 from recommender.core.usecases import UseCases
@@ -335,23 +336,28 @@ def retrain_points(n: int, retrain_at: Sequence[float] = (), retrain_every: int 
     return {i for i in points if 0 < i < n}
 
 
-def best_first_slice(pools: Sequence[Pool], truth: Tail, oom_wait_gpus: float) -> float:
+Ladder = tuple[list[float], float]
+"""A pool's slice sizes, smallest first, and what an OOM's wait costs there (MiB x duration)."""
+
+
+def ladders_of(pools: Sequence[Pool], oom_wait_gpus: float) -> list[Ladder]:
+    """Each pool's sizes (`policy.slice_sizes`) and its wait at `oom_wait_gpus` whole GPUs of
+    its model (`oom_wait_mib`): what `best_first_slice` weighs, worked out once a replay."""
+    return [(slice_sizes(candidate_profiles(pool)),
+             oom_wait_mib(pool.gpu_model.memory_mib, oom_wait_gpus)) for pool in pools]
+
+
+def best_first_slice(ladders: Sequence[Ladder], truth: Tail) -> float:
     """The first slice a rule that knew the distribution of the peak would start on: least
-    expected cost over every pool's sizes, by the policy's own measure (`expected_cost`: the
-    slice, the climb after an OOM, the wait priced at `oom_wait_gpus` whole GPUs of the pool's
-    model), smaller at a tie. The service's slices against these say what its predictions cost
-    at its price; what the price itself buys is the difference between these and the oracle's."""
-    best: tuple[float, float] | None = None
-    for pool in pools:
-        sizes = sorted({float(p.memory_mib) for p in candidate_profiles(pool)})
-        wait = oom_wait_mib(pool.gpu_model.memory_mib, oom_wait_gpus)
-        for i, size in enumerate(sizes):
-            found = (expected_cost(sizes, i, truth, wait), size)
-            if best is None or found < best:
-                best = found
-    if best is None:
+    expected cost over every pool's sizes (`ladders_of`), by the policy's own measure
+    (`expected_cost`: the slice, the climb after an OOM, the wait), smaller at a tie. The
+    service's slices against these say what its predictions cost at its price; what the price
+    itself buys is the difference between these and the oracle's."""
+    found = [(expected_cost(sizes, i, truth, wait), size)
+             for sizes, wait in ladders for i, size in enumerate(sizes)]
+    if not found:
         raise ValueError("no pool offers a slice")
-    return best[1]
+    return min(found)[1]
 
 
 def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[Pool],
@@ -374,6 +380,7 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
     slices = Slices.of(pools)
     points = retrain_points(len(trace), retrain_at, retrain_every)
     runs: dict[str, int] = {}  # executions of each action replayed so far
+    ladders = ladders_of(pools, oom_wait_gpus)  # the best first slices' (`best_first_slice`)
     start = runner or (lambda: in_process(catalog, database_url))
     with start() as service:
         for i, e in enumerate(trace):
@@ -409,14 +416,15 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                 source = SPARSE
             ran_out = attempts[0] < e.peak_mib
             oracle_mib = slices.fit(e.peak_mib)
-            group = m.by_run.setdefault(run_group(before), [0.0] * 4)
+            where_in_life = run_group(before)
+            group = m.by_run.setdefault(where_in_life, [0.0] * 4)
             group[0] += 1
             group[1] += attempts[0] / 1024 * e.duration_h
             group[2] += oracle_mib / 1024 * e.duration_h
             group[3] += ran_out
             if e.truth is not None:
-                best_mib = best_first_slice(pools, e.truth, oom_wait_gpus)
-                truth = m.against_truth.setdefault(run_group(before), [0.0] * 5)
+                best_mib = best_first_slice(ladders, e.truth)
+                truth = m.against_truth.setdefault(where_in_life, [0.0] * 5)
                 truth[0] += 1
                 truth[1] += e.truth.survival(attempts[0])
                 truth[2] += e.truth.survival(best_mib)
@@ -512,18 +520,13 @@ def truth_table(m: Metrics) -> str:
     lines = ["| execution of its action | executions | OOMs expected, the service's slices | "
              "the best slices' | GB-h, the service's first slices | the best slices' |",
              "|---|---|---|---|---|---|"]
-    total = [0.0] * 5
-    for group in RUN_GROUPS:
-        found = m.against_truth.get(group)
-        if found is None:
-            continue
-        total = [a + b for a, b in zip(total, found, strict=True)]
-        n, ours, best, held, best_held = found
-        lines.append(f"| {group} | {n:,.0f} | {ours:,.1f} | {best:,.1f} | {held:,.0f} | "
+    rows = [(group, m.against_truth[group]) for group in RUN_GROUPS
+            if group in m.against_truth]
+    rows.append(("all", [sum(column) for column in zip(*(v for _, v in rows), strict=True)]
+                 if rows else [0.0] * 5))
+    for label, (n, ours, best, held, best_held) in rows:
+        lines.append(f"| {label} | {n:,.0f} | {ours:,.1f} | {best:,.1f} | {held:,.0f} | "
                      f"{best_held:,.0f} |")
-    n, ours, best, held, best_held = total
-    lines.append(f"| all | {n:,.0f} | {ours:,.1f} | {best:,.1f} | {held:,.0f} | "
-                 f"{best_held:,.0f} |")
     return "\n".join(lines)
 
 
