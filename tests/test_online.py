@@ -9,6 +9,7 @@ import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -19,13 +20,17 @@ from recommender.core.catalog import Catalog
 from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.estimation import POPULATION, Evidence, default_estimator
 from recommender.core.ladder import next_rung
+from recommender.core.local import local_errors
 from recommender.core.online import (
     ActionModel,
     ActionModels,
     Design,
+    Fit,
     _best_exponents,
     _borrowed_of,
+    _cores,
     _designs,
+    _own_tail,
     _powers_of,
     _slopes_for,
     common_features,
@@ -1608,3 +1613,111 @@ def test_a_young_action_s_borrowed_power_law_takes_the_spread_the_pooled_slopes_
     third = [run(3000.0 * 9 ** 0.8, 0, {"batch": 8.0}), *(
         replace(r, at=r.at - timedelta(hours=1)) for r in young)]
     assert width(served(pooled, third)) == pytest.approx(width(served(None, third)))
+
+
+def _attention(runs: int, seed: int) -> list[Sample]:
+    """An action whose memory is a base, batch x sequence and batch x sequence^2 at once (an
+    attention layer), capped below an 80 GB card: a shape none of the designs is."""
+    rng = random.Random(seed)
+    samples = []
+    for i in range(runs):
+        batch, seq = float(2 ** rng.randint(0, 5)), float(2 ** rng.randint(7, 12))
+        need = _attention_need(batch, seq)
+        samples.append(run(min(need * math.exp(rng.gauss(0, 0.06)), 79000.0), i,
+                           {"batch_size": batch, "seq_len": seq}))
+    return samples
+
+
+def _attention_need(batch: float, seq: float) -> float:
+    return 3000 + (20 * batch * seq + 0.01 * batch * seq * seq) / 64
+
+
+def _chance_past(fit: Fit, features: dict[str, float], mib: float) -> float:
+    need = fit.predict(features)
+    assert need is not None
+    return need.survival(mib)
+
+
+def test_errors_near_an_input_move_the_need_there_shrunk_by_how_many_runs_show_them() -> None:
+    near_one = np.log1p([1.0, 128.0])
+    near_other = np.log1p([32.0, 4096.0])
+    rng = np.random.default_rng(1)
+    inputs = np.repeat([near_one, near_other], 50, axis=0)
+    errors = np.concatenate([np.full(50, 1.0), np.full(50, -1.0)]) + rng.normal(0, 0.3, 100)
+    local = local_errors(inputs, errors, np.ones(100))
+    assert local is not None
+    prior = config.ONLINE_LOCAL_PRIOR
+    shift, ratio = local.at(near_one)
+    assert shift == pytest.approx(float(errors[:50].mean()) * 50 / (50 + prior), rel=1e-6)
+    assert ratio == pytest.approx((float(errors[:50].var()) * 50 + prior) / (50 + prior))
+    assert local.at(near_other)[0] < -0.8
+    # Far from every run: the design's own location and scale.
+    assert local.at(np.log1p([4.0, 1024.0])) == pytest.approx((0.0, 1.0), abs=1e-6)
+    # Two runs near say little: shrunk to 2 / (2 + prior) of their mean.
+    few = local_errors(inputs[48:52], np.asarray([1.0, 1.0, -1.0, -1.0]), np.ones(4))
+    assert few is not None
+    assert few.at(near_one)[0] == pytest.approx(2 / (2 + prior), rel=1e-3)
+
+
+def test_errors_that_are_scatter_near_every_input_are_not_kept() -> None:
+    """A local mean of scatter would move each request by noise: not kept."""
+    rng = np.random.default_rng(2)
+    inputs = np.log1p(rng.choice([1.0, 2.0, 4.0, 8.0], size=(200, 2)))
+    assert local_errors(inputs, rng.normal(0, 1, 200), np.ones(200)) is None
+
+
+def test_where_the_design_has_the_action_s_shape_its_errors_near_an_input_keep_the_need() -> None:
+    """A design of the action's own shape fitted on its recent runs (half-life 12) misses its
+    older runs by a little, in a way that depends on their inputs (its slopes are the recent
+    runs'): kept, those errors move each need towards what the older runs needed, not away."""
+    rng = random.Random(4)
+    samples = []
+    for i in range(200):
+        batch, size = float(2 ** rng.randint(0, 5)), rng.uniform(5.0, 100.0)
+        samples.append(run(3000 + 50 * batch + 20 * size + rng.gauss(0, 100), i,
+                           {"batch_size": batch, "input_mb": size}))
+    model = fit_action(samples, ("batch_size", "input_mb"), 0.1)
+    assert model is not None
+    fit = model.fits[0]
+    assert fit.design.name == "linear in the inputs (MiB)"
+    for batch, size in ((1.0, 5.0), (4.0, 50.0), (32.0, 100.0), (32.0, 5.0), (1.0, 100.0)):
+        x = {"batch_size": batch, "input_mb": size}
+        p95 = 3000 + 50 * batch + 20 * size + NormalDist().inv_cdf(0.95) * 100
+        need = fit.predict(x)
+        assert need is not None
+        assert abs(need.quantile(0.95) / p95 - 1) < 0.04, x
+
+
+def test_where_no_design_has_the_action_s_shape_its_errors_near_the_inputs_correct_it() -> None:
+    """Attention's memory is no design's shape: the best one misses in one direction at some
+    inputs and the other at the rest, and one scale for all made its chance of running out past
+    the true 97th percentile wrong by a fifth or more across the inputs. Its errors near each
+    input correct the location and the scale there, and the tail of what is left."""
+    model = fit_action(_attention(300, 1), ("batch_size", "seq_len"), 0.1)
+    assert model is not None
+    fit = model.fits[0]
+    assert fit.local is not None
+    without = replace(fit, local=None, own=None)
+    misses, misses_without = [], []
+    for batch in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0):
+        for seq in (128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0):
+            need = _attention_need(batch, seq)
+            if need * 1.15 > 79000.0:
+                continue  # capped
+            p97 = need * math.exp(NormalDist().inv_cdf(0.97) * 0.06)
+            x = {"batch_size": batch, "seq_len": seq}
+            misses.append(abs(_chance_past(fit, x, p97) - 0.03))
+            misses_without.append(abs(_chance_past(without, x, p97) - 0.03))
+    assert np.mean(misses) < 0.75 * np.mean(misses_without)
+    # Its own tail, read from the errors less the misfit near each, is thinner than the errors
+    # as they were: the misfit had fattened it.
+    core = next(c for c in _cores(_attention(300, 1), ("batch_size", "seq_len"))
+                if c.design == fit.design)
+    as_they_were = _own_tail(core, replace(fit, local=None))
+    assert fit.own is not None and as_they_were is not None
+    assert fit.own.survival(2.0, 0.0) < 0.5 * as_they_were.survival(2.0, 0.0)
+    estimate = default_estimator(models=ActionModels()).estimate(Evidence(
+        NOW, _attention(300, 1), action_id="attention",
+        features={"batch_size": 8.0, "seq_len": 1024.0}))
+    assert estimate is not None
+    assert "its runs near these inputs were 0.42 of its scale below its shape" in estimate.detail

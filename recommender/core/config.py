@@ -336,6 +336,39 @@ batch x side^2 beside an idle input 1.43x -> 1.33x; attention (batch x sequence 
 sequence^2 together) 1.45x -> 1.39x; the generated input-dependent workload's seed 2 1.26x ->
 1.21x, all at equal or fewer OOMs but the 12 % noise (0.14 -> 0.22 %)."""
 
+ONLINE_LOCAL_BANDWIDTH = 0.35
+ONLINE_LOCAL_PRIOR = 2.0
+ONLINE_LOCAL_SPAN = 16.0
+ONLINE_LOCAL_GAIN = 0.9
+ONLINE_LOCAL_CHECKED = 200
+"""A design's errors near the request's inputs move its location and scale there, where its
+shape misses the action's (core.local). The runs near are weighed by a normal kernel on the
+log1p inputs, ONLINE_LOCAL_BANDWIDTH wide: 0.35, so a run at twice or half an input weighs 0.14
+of one at the same (inputs that move memory often come in powers of two, and the bias changes
+from one to the next). Their mean error is shrunk towards none as if ONLINE_LOCAL_PRIOR runs
+without error stood beside them, and their spread about it towards the design's. They are
+weighed with half-lives ONLINE_LOCAL_SPAN times the fit's (192 executions for a design on the
+inputs): a bias at one input is seen only in the runs there, a few in each of 36 cells of a 6 x
+6 grid, and the fit's own half-life left 1-3 runs' worth in each. Kept only where the design's
+newest ONLINE_LOCAL_CHECKED runs, each moved by the runs near it but itself, would have had at
+most ONLINE_LOCAL_GAIN times the mean square error they had: where the shape is the action's,
+a local mean of its scatter only adds noise. The design's own tail (ONLINE_TAIL_*) is then read
+from the errors so moved: the misfit had fattened it at every input.
+
+`recommender evaluate --runner in-process --trace T --seed N`, first attempts that ran out at
+reserved GB-h, before -> after (2026-12-06): shapes (attention, image, noisy) seeds 5/2/3 14/14/7
+at 23,009/23,496/21,440 -> 11/12/6 at 22,431/22,760/20,995 (2.5/3.1/2.1 % less), OOMs expected
+on the first slices (the truth table) 14.5/15.3/9.5 -> 11.9/13.1/9.3; one model per action
+(seed 1) 3 at 15,538 -> 15,544, expected 3.8 -> 3.6; generated input-dependent (seed 7) 2 at
+11,671 -> 11,669; step change (seed 11) 11 at 13,890 -> 13,891. Workloads without inputs
+(GenTD26, two modes) have no design it applies to. Tried on shapes seeds 5 and 2, each change
+from the kept values: a span of 4 (the tail's), 11/13 at 22,527/22,809; a prior of 5 runs, 12/13
+at 22,565/22,919; both, 13/13 at 22,644/22,965, and with a bandwidth of 0.25 13/14 at
+22,690/23,073; a prior of 1 run, 11/12 at 22,357/22,689 (0.3 % less again, within a draw's
+noise, where one run near would move a request by its own error). A first prototype without
+the check (a prior of 5, a span of 4): the step change seed 11 had one more OOM (12), and one
+model per action 4.4 instead of 3.8 OOMs expected."""
+
 ONLINE_TAIL_PRIOR = 30.0
 ONLINE_TAIL_SPAN = 4.0
 """An action's own errors correct the t's upper tail (predictive.OwnTail): the t counts as

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from recommender.core import config
 from recommender.core.domain import Outcome, Sample
-from recommender.core.online import ActionModel, ActionModels
+from recommender.core.online import ActionModel, ActionModels, Fit
 from recommender.core.population import Population
 from recommender.core.ports import MemoryPredictor
 from recommender.core.predictive import Predictive, t_quantile
@@ -363,9 +363,19 @@ class OnlineModel:
             mib=mib, source=HISTORY,
             quantile=config.ESTIMATE_QUANTILE,
             detail=f"{fit.design.said} over {fit.samples} executions"
-            f"{'; ' + fit.step.said() if fit.step else ''}: {need.describe()}, "
+            f"{'; ' + fit.step.said() if fit.step else ''}"
+            f"{_near_said(fit, evidence.features)}: {need.describe()}, "
             f"p{config.ESTIMATE_QUANTILE * 100:g} {mib:,.0f} MiB",
             predictive=need)
+
+
+def _near_said(fit: Fit, features: Mapping[str, float]) -> str:
+    """For the reason: how its runs near the request's inputs moved the design (`core.local`)."""
+    if fit.local is None:
+        return ""
+    shift, ratio = fit.near(features)
+    return (f"; its runs near these inputs were {abs(shift):.2f} of its scale "
+            f"{'above' if shift > 0 else 'below'} its shape, their spread x{math.sqrt(ratio):.2f}")
 
 
 @dataclass(frozen=True)

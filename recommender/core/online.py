@@ -53,6 +53,7 @@ import numpy as np
 from recommender.core import config
 from recommender.core.arrays import FloatArray
 from recommender.core.domain import Outcome, Sample
+from recommender.core.local import LocalErrors, local_errors
 from recommender.core.population import on_grid
 from recommender.core.predictive import OwnTail, Predictive, SeenPeaks, own_tail, t_quantile
 from recommender.core.steps import Step, find_step
@@ -164,6 +165,10 @@ class Fit:
     """A step of the action's level its runs were moved by before it was fitted
     (`core.steps`): why its level and spread are the new level's, said in the reason."""
 
+    local: LocalErrors | None = field(default=None, compare=False, repr=False)
+    """Its errors near each input, where its shape misses the action's (`core.local`); only
+    on a fit that may serve."""
+
     def change_posterior(self, prior_log_scale: float) -> _Posterior | None:
         """How likely the action's level moved in each of its last few executions, judged on
         this design's errors. None for a design that follows only the last few runs (it has no
@@ -227,7 +232,9 @@ class Fit:
                 if self.design.relative else 1.0)
         z = self.r_inv.T @ (x / size)
         leverage = float(z @ z)
-        scale = self.scale * size * math.sqrt(1.0 + leverage)
+        shift, ratio = self.near(features)
+        loc += shift * self.scale * size
+        scale = self.scale * size * math.sqrt(ratio * (1.0 + leverage))
         if self.step is not None:
             # The runs moved by a step carry its error into the level (core.steps): a variance
             # in log MiB, so in MiB a share of the level.
@@ -237,6 +244,14 @@ class Fit:
             scale = math.sqrt(scale * scale + self._missed(features))
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
                           changes=self._shifted(loc, scale), own=self.own, seen=self.seen)
+
+    def near(self, features: Mapping[str, float]) -> tuple[float, float]:
+        """The shift of the location (in units of the scale) and the factor on the variance
+        that its errors near the request's inputs call for (`local`); none without them."""
+        if self.local is None:
+            return 0.0, 1.0
+        return self.local.at(np.log1p(np.maximum(
+            np.fromiter((features[f] for f in self.design.features), np.float64), 0.0)))
 
     def _missed(self, features: Mapping[str, float]) -> float:
         """How far the lent slopes may miss the action's own between `centre` and the
@@ -469,6 +484,8 @@ class _Core:
     """The step its runs were moved by (`Fit.step`)."""
     largest_seen: bool = True
     """Its largest value is a peak, not an OOM's bumped lower bound of one (`_Data`)."""
+    log_in: FloatArray | None = None
+    """A design on inputs of its own (not lent slopes): each run's, log1p (`Fit.local`)."""
 
 
 def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | None:
@@ -478,6 +495,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
     judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     inputs: FloatArray | None = None  # a design with lent slopes: its input columns
+    log_in: FloatArray | None = None  # a design with inputs of its own: them, log1p
     # Runs beyond its parameters it needs: one, for a leave-one-out error, but other actions'
     # powers fitted exactly through an action's first two runs (ONLINE_BORROW_POWERS_MIN_RUNS;
     # later, a run that lacked an input does not make a fit exact again).
@@ -525,6 +543,9 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
             cols.append(-data.ranks)  # newest at 0, older negative
         x = np.column_stack(cols)
         w_ok, y_mib, y, sw = weighted.w, data.y_mib, data.log_y, weighted.sw
+        if design.features and not design.slopes:
+            log_in = np.column_stack([np.log1p(np.maximum(data.inputs[f], 0.0))
+                                      for f in design.features])
         if design.features:  # a run that lacked an input sits out
             ok = np.all(np.isfinite(x), axis=1)
             if int(ok.sum()) < p + spare:
@@ -533,6 +554,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
                 x, w_ok, y_mib, y, sw = x[ok], w_ok[ok], y_mib[ok], y[ok], sw[ok]
                 judge = judge[ok]
                 inputs = inputs[ok] if inputs is not None else None
+                log_in = log_in[ok] if log_in is not None else None
         elif n < p + 1:
             return None
         if not design.log_space:
@@ -585,7 +607,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
                  np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
                  Residuals.of(log_loo, w_ok), loo, w_ok, centre, data.step,
-                 data.largest_seen)
+                 data.largest_seen, log_in)
 
 
 def _finish(core: _Core, prior_log_scale: float) -> Fit:
@@ -610,11 +632,11 @@ def _finish(core: _Core, prior_log_scale: float) -> Fit:
                core.level, core.residuals, centre=core.centre, step=core.step)
 
 
-def _tail_weights(w: FloatArray) -> FloatArray:
-    """The fit's weights with half-lives ONLINE_TAIL_SPAN times longer, summing to their
+def _tail_weights(w: FloatArray, span: float = config.ONLINE_TAIL_SPAN) -> FloatArray:
+    """The fit's weights with half-lives `span` times longer, summing to their
     effective count; those below a thousandth of the newest's are left out (they would not
     move a tail). Only for the fits that may serve (`_model`), not every design."""
-    t = (w / max(float(w.max()), 1e-300)) ** (1.0 / config.ONLINE_TAIL_SPAN)
+    t = (w / max(float(w.max()), 1e-300)) ** (1.0 / span)
     t = np.where(t >= 1e-3, t, 0.0)
     return t * (float(t.sum()) / max(float(t @ t), 1e-300))
 
@@ -625,7 +647,25 @@ def _own_tail(core: _Core, fit: Fit) -> OwnTail | None:
         return None
     weights = _tail_weights(core.loo_weights)
     keep = weights > 0
+    if fit.local is not None:  # its errors once the misfit near each input is taken out
+        errors, weights = fit.local.own
+        return own_tail(errors, weights, config.ONLINE_TAIL_PRIOR)
     return own_tail(core.loo[keep] / fit.scale, weights[keep], config.ONLINE_TAIL_PRIOR)
+
+
+def _serving_fit(fit: Fit, core: _Core) -> Fit:
+    """A fit that may serve, with what only serving needs: its errors near each input, then the
+    tail its errors show (once the misfit near each input is out) and the peaks it saw."""
+    fit = replace(fit, local=_local(core, fit))
+    return replace(fit, own=_own_tail(core, fit), seen=_seen(core))
+
+
+def _local(core: _Core, fit: Fit) -> LocalErrors | None:
+    """The design's errors near each input, in units of its scale, weighed as its tail is."""
+    if core.log_in is None or fit.scale <= 0:
+        return None
+    return local_errors(core.log_in, core.loo / fit.scale,
+                        _tail_weights(core.loo_weights, config.ONLINE_LOCAL_SPAN))
 
 
 def _seen(core: _Core) -> SeenPeaks | None:
@@ -817,7 +857,7 @@ def _model(cores: Sequence[_Core], prior_log_scale: float, input_prior: float | 
     # The best design, and the best without inputs (what serves a request that lacks them).
     serving = {0, next((i for i, (f, _, _) in enumerate(ranked) if not f.design.features), 0)}
     return ActionModel(tuple(
-        replace(f.with_changes(post), own=_own_tail(core, f), seen=_seen(core))
+        _serving_fit(f.with_changes(post), core)
         if i in serving else f
         for i, (f, post, core) in enumerate(ranked)))
 
