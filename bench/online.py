@@ -3,8 +3,9 @@ designs once its history changed, and a Recommend's estimate once it is fitted.
 
 Prints a table: median microseconds per call over the repetitions, for histories of 10 to 500
 executions, with and without request features (the designs on the inputs only exist with them),
-and a young action's fit with the power law on other actions' slopes (and, with two inputs, the
-monomial on their powers).
+an action whose memory is a shape no design is (attention: its errors near each input are kept
+and weighed, `core.local`), and a young action's fit with the power law on other actions'
+slopes (and, with two inputs, the monomial on their powers).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ def _history(n: int, features: bool, seed: int = 0) -> list[Sample]:
         out.append(Sample(NOW - timedelta(minutes=10 * (i + 1)), peak, 40960, Outcome.SUCCEEDED,
                           execution_id=f"x{i}",
                           features={"batch_size": batch, "input_mb": 10.0} if features else {}))
+    return out
+
+
+def _attention(n: int, seed: int = 0) -> list[Sample]:
+    """A shape no design is (a base, batch x sequence and batch x sequence^2): the fit keeps
+    its errors near each input (`core.local`), and each estimate weighs them."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        batch, seq = float(2 ** rng.randint(0, 5)), float(2 ** rng.randint(7, 12))
+        peak = min((3000 + (20 * batch * seq + 0.01 * batch * seq * seq) / 64)
+                   * math.exp(rng.gauss(0, 0.06)), 79000.0)
+        out.append(Sample(NOW - timedelta(minutes=10 * (i + 1)), peak, 81920, Outcome.SUCCEEDED,
+                          execution_id=f"x{i}", features={"batch_size": batch, "seq_len": seq}))
     return out
 
 
@@ -63,6 +78,16 @@ def run(args: argparse.Namespace) -> None:
             estimator.estimate(evidence)  # fitted once
             hot = _median_us(lambda e=evidence, est=estimator: est.estimate(e), reps * 5)
             print(f"| {n} | {'yes' if features else 'no'} | {fit:,.0f} | {hot:,.1f} |")
+    for n in (200, 500):  # the errors near each input kept and weighed (core.local)
+        samples = _attention(n)
+        names = common_features(samples)
+        fit = _median_us(lambda s=samples, f=names: fit_action(s, f, 0.2), reps)
+        estimator = default_estimator(models=ActionModels())
+        evidence = Evidence(NOW, samples, action_id="a",
+                            features={"batch_size": 8.0, "seq_len": 1024.0})
+        estimator.estimate(evidence)
+        hot = _median_us(lambda e=evidence, est=estimator: est.estimate(e), reps * 5)
+        print(f"| {n} | yes, a shape no design is (attention) | {fit:,.0f} | {hot:,.1f} |")
     # A young action also fits a power law on other actions' slopes (ONLINE_BORROW_*).
     samples = _history(10, True)
     names = common_features(samples)
