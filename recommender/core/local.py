@@ -26,12 +26,15 @@ from recommender.core.arrays import FloatArray
 
 @dataclass(frozen=True, eq=False)
 class LocalErrors:
-    """A design's leave-one-out errors in units of its scale, with the inputs they were made
-    at (log1p, a column per input of the design) and their weights."""
+    """A design's leave-one-out errors in units of its scale, gathered by the inputs they were
+    made at (log1p, a column per input of the design): per distinct row of inputs, the sums of
+    the runs' weights, weighted errors, weighted squared errors and squared weights. Inputs
+    mostly repeat (batch sizes, sequence lengths), so a Recommend weighs a few dozen rows, not
+    every run: the same sums as run by run, in another order."""
 
     inputs: FloatArray
-    errors: FloatArray
-    weights: FloatArray
+    sums: FloatArray
+    """Rows as `inputs`; columns: sum w, sum w e, sum w e^2, sum w^2."""
     own: tuple[FloatArray, FloatArray] = (np.zeros(0), np.zeros(0))
     """The newest runs' errors as the runs near each (but itself) would have moved and scaled
     them, and their weights: the tail the design's errors show once the misfit is taken out
@@ -42,16 +45,13 @@ class LocalErrors:
         factor on the variance (the local mean square about the shift; 1 where no run was
         near, which is the design's own)."""
         d = (self.inputs - x) / config.ONLINE_LOCAL_BANDWIDTH
-        k = self.weights * np.exp(-0.5 * np.einsum("ij,ij->i", d, d))
-        total = float(k.sum())
+        k = np.exp(-0.5 * np.einsum("ij,ij->i", d, d))
+        total, first, second, _ = k @ self.sums
         if total <= 1e-12:
             return 0.0, 1.0
-        n_eff = min(total, total * total / max(float(k @ k), 1e-300))  # as `_near`
-        mean = float(k @ self.errors) / total
-        dev = self.errors - mean
-        prior = config.ONLINE_LOCAL_PRIOR
-        return (mean * n_eff / (n_eff + prior),
-                (float(k @ (dev * dev)) / total * n_eff + prior) / (n_eff + prior))
+        shift, ratio = _moved(np.asarray(total), np.asarray(first), np.asarray(second),
+                              np.asarray((k * k) @ self.sums[:, 3]))
+        return float(shift), float(ratio)
 
 
 def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
@@ -64,35 +64,40 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     if int(keep.sum()) < 2:
         return None
     inputs, errors, weights = inputs[keep], errors[keep], weights[keep]
+    rows, cell = np.unique(inputs, axis=0, return_inverse=True)
+    cell = cell.reshape(-1)
+    sums = np.zeros((rows.shape[0], 4))
+    for j, v in enumerate((weights, weights * errors, weights * errors * errors,
+                           weights * weights)):
+        sums[:, j] = np.bincount(cell, weights=v, minlength=rows.shape[0])
     checked = min(errors.shape[0], config.ONLINE_LOCAL_CHECKED)
-    w = weights[:checked]
-    before = float(w @ (errors[:checked] ** 2))
-    shift, ratio = _shifts(inputs, errors, weights, checked)
-    moved = errors[:checked] - shift
-    if float(w @ (moved * moved)) > config.ONLINE_LOCAL_GAIN * before:
+    w, e = weights[:checked], errors[:checked]
+    # Each checked run's shift from the others: the sums over every row, less its own run.
+    d = (rows[cell[:checked], None, :] - rows[None, :, :]) / config.ONLINE_LOCAL_BANDWIDTH
+    k = np.exp(-0.5 * np.einsum("ijk,ijk->ij", d, d))
+    near = k @ sums
+    shift, ratio = _moved(near[:, 0] - w, near[:, 1] - w * e, near[:, 2] - w * e * e,
+                          (k * k) @ sums[:, 3] - w * w)
+    moved = e - shift
+    if float(w @ (moved * moved)) > config.ONLINE_LOCAL_GAIN * float(w @ (e * e)):
         return None
-    return LocalErrors(inputs, errors, weights, (moved / np.sqrt(ratio), w))
+    return LocalErrors(rows, sums, (moved / np.sqrt(ratio), w))
 
 
-def _shifts(inputs: FloatArray, errors: FloatArray, weights: FloatArray, checked: int
-            ) -> tuple[FloatArray, FloatArray]:
-    """The newest `checked` runs' shifts and variance factors (`LocalErrors.at`) from the other
-    runs alone."""
-    d = (inputs[:checked, None, :] - inputs[None, :, :]) / config.ONLINE_LOCAL_BANDWIDTH
-    k = weights * np.exp(-0.5 * np.einsum("ijk,ijk->ij", d, d))
-    k[np.arange(checked), np.arange(checked)] = 0.0
-    total = np.maximum(k.sum(axis=1), 1e-300)
-    n_eff = _near(total, np.einsum("ij,ij->i", k, k))
+def _moved(total: FloatArray, first: FloatArray, second: FloatArray, square: FloatArray
+           ) -> tuple[FloatArray, FloatArray]:
+    """From the kernel's sums of weights, weighted errors, weighted squared errors and squared
+    weights: the mean error shrunk by ONLINE_LOCAL_PRIOR runs of none, and the factor on the
+    variance (the spread about that mean, shrunk towards the design's 1 alike).
+
+    How many runs the weights are worth: their effective count (total^2 / square) alone would
+    not see that every run is far (it is the same for weights all a millionth), and the
+    weights are the tail's (each at most about one run's), so their sum counts the runs near;
+    the smaller of the two."""
+    total = np.maximum(total, 1e-300)
+    n_eff = np.minimum(total, total * total / np.maximum(square, 1e-300))
+    mean = first / total
+    spread = np.maximum(second / total - mean * mean, 0.0)
     prior = config.ONLINE_LOCAL_PRIOR
-    mean = (k @ errors) / total
-    square = np.einsum("ij,ij->i", k, (errors[None, :] - mean[:, None]) ** 2) / total
     return (np.asarray(mean * n_eff / (n_eff + prior)),
-            np.asarray((square * n_eff + prior) / (n_eff + prior)))
-
-
-def _near(total: FloatArray, square: FloatArray) -> FloatArray:
-    """How many runs the kernel's weights `k` are worth (total: sum k, square: sum k^2). The
-    effective count (total^2 / square) alone would not see that every run is far: it is the
-    same for weights all a millionth. The weights are the tail's (each at most about one
-    run's), so their sum counts the runs near, and it is the smaller."""
-    return np.asarray(np.minimum(total, total * total / np.maximum(square, 1e-300)))
+            np.asarray((spread * n_eff + prior) / (n_eff + prior)))
