@@ -27,7 +27,9 @@ judged on those few alone), and the runs after a likely change of level are left
 The predictive distribution (`Predictive`) is a Student-t around the fit, its scale the
 leave-one-out residuals' (so each action is calibrated on its own errors, not one offset shared
 by unlike actions), shrunk towards the population's typical spread with a few pseudo-degrees of
-freedom (so two executions do not make a confident action). Recent executions weigh more, by
+freedom (so two executions do not make a confident action). Where a design's shape is not the
+action's, its errors near the request's inputs move its location and scale there
+(`core.local`). Recent executions weigh more, by
 rank and by age, so a step change in the action's code is followed within a few runs; once the
 newest runs stand apart from those before them by more than their scatter (`core.steps`), the
 runs before are moved by the step before any design is fitted, so the designs' spread is the new
@@ -645,11 +647,11 @@ def _own_tail(core: _Core, fit: Fit) -> OwnTail | None:
     """The tail the design's own leave-one-out errors show, in units of its scale."""
     if core.loo.shape[0] < 2 or fit.scale <= 0:
         return None
-    weights = _tail_weights(core.loo_weights)
-    keep = weights > 0
     if fit.local is not None:  # its errors once the misfit near each input is taken out
         errors, weights = fit.local.own
         return own_tail(errors, weights, config.ONLINE_TAIL_PRIOR)
+    weights = _tail_weights(core.loo_weights)
+    keep = weights > 0
     return own_tail(core.loo[keep] / fit.scale, weights[keep], config.ONLINE_TAIL_PRIOR)
 
 
@@ -661,7 +663,8 @@ def _serving_fit(fit: Fit, core: _Core) -> Fit:
 
 
 def _local(core: _Core, fit: Fit) -> LocalErrors | None:
-    """The design's errors near each input, in units of its scale, weighed as its tail is."""
+    """The design's errors near each input, in units of its scale, weighed with half-lives
+    ONLINE_LOCAL_SPAN times the fit's: a bias at one input shows only in the runs there."""
     if core.log_in is None or fit.scale <= 0:
         return None
     return local_errors(core.log_in, core.loo / fit.scale,
