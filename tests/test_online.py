@@ -1659,6 +1659,20 @@ def test_errors_near_an_input_move_the_need_there_shrunk_by_how_many_runs_show_t
     assert few.at(near_one)[0] == pytest.approx(2 / (2 + prior), rel=1e-3)
 
 
+def test_a_run_that_lacked_an_input_is_near_nothing() -> None:
+    """A design that idles an input (a power of 0) keeps the runs that lacked it; their errors
+    are no input's, and they must not make the rest not a number."""
+    inputs = np.log1p(np.repeat([[1.0, 128.0], [32.0, 4096.0]], 20, axis=0))
+    inputs[::7, 1] = np.nan
+    errors = np.concatenate([np.full(20, 1.0), np.full(20, -1.0)])
+    local = local_errors(inputs, errors, np.ones(40))
+    assert local is not None
+    assert np.all(np.isfinite(local.own[0])) and local.own[0].shape == (34,)
+    shift, ratio = local.at(np.log1p([1.0, 128.0]))
+    assert shift == pytest.approx(17 / (17 + config.ONLINE_LOCAL_PRIOR))
+    assert math.isfinite(ratio)
+
+
 def test_errors_that_are_scatter_near_every_input_are_not_kept() -> None:
     """A local mean of scatter would move each request by noise: not kept."""
     rng = np.random.default_rng(2)

@@ -60,7 +60,8 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     (ONLINE_LOCAL_CHECKED of them) more than the design alone: the mean square of those runs'
     errors less their shift from the other runs near them, at most ONLINE_LOCAL_GAIN times
     their mean square as they were. None where not."""
-    keep = weights > 0
+    # A run that lacked an input an idle power left out of the design is near nothing.
+    keep = (weights > 0) & np.all(np.isfinite(inputs), axis=1)
     if int(keep.sum()) < 2:
         return None
     inputs, errors, weights = inputs[keep], errors[keep], weights[keep]
