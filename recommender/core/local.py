@@ -80,8 +80,8 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     shift, ratio = _moved(near[:, 0] - w, near[:, 1] - w * e, near[:, 2] - w * e * e,
                           (k * k) @ sums[:, 3] - w * w)
     moved = e - shift
-    if float(w @ (moved * moved)) > config.ONLINE_LOCAL_GAIN * float(w @ (e * e)):
-        return None
+    if not float(w @ (moved * moved)) <= config.ONLINE_LOCAL_GAIN * float(w @ (e * e)):
+        return None  # not better, or not a number
     return LocalErrors(rows, sums, (moved / np.sqrt(ratio), w))
 
 
