@@ -23,6 +23,10 @@ import numpy as np
 from recommender.core import config
 from recommender.core.arrays import FloatArray
 
+_NONE_NEAR = 1e-9
+"""Kernel weights summing to less are no run near: a run's own weight taken from the sums
+leaves a rounding error, not a run."""
+
 
 @dataclass(frozen=True, eq=False)
 class LocalErrors:
@@ -47,7 +51,7 @@ class LocalErrors:
         d = (self.inputs - x) / config.ONLINE_LOCAL_BANDWIDTH
         k = np.exp(-0.5 * np.einsum("ij,ij->i", d, d))
         total, first, second, _ = k @ self.sums
-        if total <= 1e-12:
+        if total <= _NONE_NEAR:
             return 0.0, 1.0
         shift, ratio = _moved(np.asarray(total), np.asarray(first), np.asarray(second),
                               np.asarray((k * k) @ self.sums[:, 3]))
@@ -95,10 +99,11 @@ def _moved(total: FloatArray, first: FloatArray, second: FloatArray, square: Flo
     not see that every run is far (it is the same for weights all a millionth), and the
     weights are the tail's (each at most about one run's), so their sum counts the runs near;
     the smaller of the two."""
-    total = np.maximum(total, 1e-300)
-    n_eff = np.minimum(total, total * total / np.maximum(square, 1e-300))
-    mean = first / total
-    spread = np.maximum(second / total - mean * mean, 0.0)
+    near = total > _NONE_NEAR  # else no run near: (0, 1), not a rounding error's mean
+    total = np.where(near, total, 1.0)
+    n_eff = np.where(near, np.minimum(total, total * total / np.maximum(square, 1e-300)), 0.0)
+    mean = np.where(near, first / total, 0.0)
+    spread = np.where(near, np.maximum(second / total - mean * mean, 0.0), 0.0)
     prior = config.ONLINE_LOCAL_PRIOR
     return (np.asarray(mean * n_eff / (n_eff + prior)),
             np.asarray((spread * n_eff + prior) / (n_eff + prior)))
