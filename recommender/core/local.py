@@ -96,9 +96,9 @@ def _moved(total: FloatArray, first: FloatArray, second: FloatArray, square: Flo
     variance (the spread about that mean, shrunk towards the design's 1 alike).
 
     How many runs the weights are worth: their effective count (total^2 / square) alone would
-    not see that every run is far (it is the same for weights all a millionth), and the
-    weights are the tail's (each at most about one run's), so their sum counts the runs near;
-    the smaller of the two."""
+    not see that every run is far (it is the same for weights all a millionth), and each
+    weight is at most about one run's (`online._tail_weights`, with ONLINE_LOCAL_SPAN), so
+    their sum counts the runs near; the smaller of the two."""
     near = total > _NONE_NEAR  # else no run near: (0, 1), not a rounding error's mean
     total = np.where(near, total, 1.0)
     n_eff = np.where(near, np.minimum(total, total * total / np.maximum(square, 1e-300)), 0.0)
