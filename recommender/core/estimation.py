@@ -364,16 +364,16 @@ class OnlineModel:
             quantile=config.ESTIMATE_QUANTILE,
             detail=f"{fit.design.said} over {fit.samples} executions"
             f"{'; ' + fit.step.said() if fit.step else ''}"
-            f"{_near_said(fit, evidence.features)}: {need.describe()}, "
+            f"{_near_said(fit, need)}: {need.describe()}, "
             f"p{config.ESTIMATE_QUANTILE * 100:g} {mib:,.0f} MiB",
             predictive=need)
 
 
-def _near_said(fit: Fit, features: Mapping[str, float]) -> str:
+def _near_said(fit: Fit, need: Predictive) -> str:
     """For the reason: how its runs near the request's inputs moved the design (`core.local`)."""
     if fit.local is None:
         return ""
-    shift, ratio = fit.near(features)
+    shift, ratio = need.near
     return (f"; its runs near these inputs were {abs(shift):.2f} of its scale "
             f"{'above' if shift > 0 else 'below'} its shape, their spread x{math.sqrt(ratio):.2f}")
 

@@ -245,7 +245,8 @@ class Fit:
         if self.misfit:
             scale = math.sqrt(scale * scale + self._missed(features))
         return Predictive(loc=loc, scale=scale, df=self.df, log_space=self.design.log_space,
-                          changes=self._shifted(loc, scale), own=self.own, seen=self.seen)
+                          changes=self._shifted(loc, scale), own=self.own, seen=self.seen,
+                          near=(shift, ratio))
 
     def near(self, features: Mapping[str, float]) -> tuple[float, float]:
         """The shift of the location (in units of the scale) and the factor on the variance
@@ -395,6 +396,8 @@ class _Data:
     y_mib: FloatArray
     log_y: FloatArray
     inputs: Mapping[str, FloatArray]
+    log_inputs: Mapping[str, FloatArray]
+    """The same, log1p: what designs on the log inputs and the errors near them take."""
     ranks: FloatArray
     ages: FloatArray
     step: Step | None = None
@@ -520,7 +523,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
         cols = [np.ones(n)]
         for f in design.features:
             raw = data.inputs[f]
-            cols.append(np.log1p(np.maximum(raw, 0.0)) if design.log_features else raw)
+            cols.append(data.log_inputs[f] if design.log_features else raw)
         if design.monomial:
             raw = np.column_stack(cols[1:])
             ok = np.all(np.isfinite(raw), axis=1)
@@ -546,8 +549,7 @@ def _core(design: Design, data: _Data, judge_half_life: float = 0.0) -> _Core | 
         x = np.column_stack(cols)
         w_ok, y_mib, y, sw = weighted.w, data.y_mib, data.log_y, weighted.sw
         if design.features and not design.slopes:
-            log_in = np.column_stack([np.log1p(np.maximum(data.inputs[f], 0.0))
-                                      for f in design.features])
+            log_in = np.column_stack([data.log_inputs[f] for f in design.features])
         if design.features:  # a run that lacked an input sits out
             ok = np.all(np.isfinite(x), axis=1)
             if int(ok.sum()) < p + spare:
@@ -825,7 +827,8 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent
         log_y[step.runs:] += step.shift
         y = np.exp(log_y)
     at = np.fromiter((s.at_s for s in informative), np.float64, n)
-    data = _Data(y, log_y, inputs, np.arange(n, dtype=np.float64),
+    log_inputs = {f: np.log1p(np.maximum(v, 0.0)) for f, v in inputs.items()}
+    data = _Data(y, log_y, inputs, log_inputs, np.arange(n, dtype=np.float64),
                  np.maximum(at.max() - at, 0.0), step,
                  informative[int(np.argmax(y))].outcome is succeeded)
     designs = _designs(feature_names, n, slopes, powers)

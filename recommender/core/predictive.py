@@ -286,6 +286,10 @@ class Predictive:
     changes: tuple[tuple[float, float, float], ...] = ()
     own: OwnTail | None = None
     """The action's own errors' tail, blended into the main component's above its median."""
+    near: tuple[float, float] = field(default=(0.0, 1.0), compare=False)
+    """What the design's errors near the request's inputs did to it (`core.local`): the shift
+    of its location in units of its scale, and the factor on its variance. Already in loc and
+    scale; kept for the reason."""
     seen: SeenPeaks | None = field(default=None, compare=False)
     """How often the action's own peaks passed each size: a floor under the chance of an OOM,
     and past the largest a cap on it."""
