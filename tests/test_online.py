@@ -1135,6 +1135,58 @@ def test_seen_peaks_raise_the_models_chance_towards_their_share_and_never_lower_
     assert stale.survival(4900, 0.01) > 0.01  # the newest run passed 4,900
 
 
+def test_a_run_just_below_a_size_counts_in_part_by_its_scatter() -> None:
+    # newest first: eight light runs at 5,000 MiB with 2 % scatter and three heavy ones just
+    # below 8,000: counted all or nothing, none of them passed 8,000
+    light = [5000.0 * math.exp(0.02 * z) for z in (0.1, -1.2, 0.7, -0.4, 1.5, -0.8, 0.3, -0.1)]
+    peaks = np.array([*light[:3], 7950.0, 7900.0, *light[3:], 7850.0])
+    plain = SeenPeaks.of(peaks, np.ones(11), prior=1.0, recent=20)
+    smooth = SeenPeaks.of(peaks, np.ones(11), prior=1.0, recent=20, smoothing=0.9)
+    logs = np.log(peaks)
+    mad = float(np.median(np.abs(logs - np.median(logs))))
+    # the width is the light mode's scatter (the median and its deviations are the commoner
+    # mode's), not the distance between the modes: a few percent, not half a log unit
+    assert smooth.width == pytest.approx(0.9 * 1.4826 * mad * 11 ** -0.2)
+    assert 0.005 < smooth.width < 0.03
+    assert plain.share(8000) == 0.0
+    # each heavy run counts by its kernel's share past 8,000 (a part each), the light runs
+    # nothing
+    assert 0.5 / 11 < smooth.share(8000) < 1.0 / 11
+    assert smooth.share(8000) == pytest.approx(sum(
+        1.0 / (1.0 + math.exp((math.log(8000) - math.log(p)) * math.pi
+                              / (math.sqrt(3) * smooth.width))) for p in peaks) / 11, rel=1e-4)
+    assert smooth.share(4000) == pytest.approx(1.0)
+    assert smooth.share(9000) < 0.002
+    assert smooth.survival(8000, 0.01) > plain.survival(8000, 0.01)
+    # "passed among the newest" is came within two widths: the newest heavy run, 7,950, is
+    # below 8,000 counted all or nothing and near it smoothed
+    newest = SeenPeaks.of(peaks, np.ones(11), prior=1.0, recent=4)
+    newest_smooth = SeenPeaks.of(peaks, np.ones(11), prior=1.0, recent=4, smoothing=0.9)
+    assert newest.survival(8000, 0.01) == 0.01
+    assert newest_smooth.survival(8000, 0.01) == pytest.approx(
+        (1.0 * 0.01 + 11 * smooth.share(8000)) / 12)
+
+
+def test_a_heavy_mode_that_straddles_the_slice_is_counted_before_a_run_passes_it() -> None:
+    # Twelve runs, newest first, of an action whose heavier mode (a third of its runs) sits
+    # at the 40 GB slice: its four heavy runs so far happen to fall just below it, and the
+    # newest five are light (modes-0010 of the two modes workload, seed 3, had two such runs
+    # and was put on 40 GB at 1.5-7.7 % where one run in nine passed it)
+    heavy = {5: 39_700.0, 6: 38_800.0, 8: 39_500.0, 11: 39_900.0}
+    rng = random.Random(5)
+    samples = [run(heavy.get(i, 27_500 * math.exp(rng.gauss(0, 0.03))), i) for i in range(12)]
+    need = _serving(samples)
+    assert need.seen is not None and need.seen.width > 0
+    plain = replace(need, seen=replace(need.seen, width=0.0))
+    slice_mib = 40_192.0
+    # counted all or nothing, none passed it: the model's chance, its level the light runs'
+    assert plain.survival(slice_mib) == replace(need, seen=None).survival(slice_mib) < 0.02
+    # smoothed, the four runs 0.7 to 3.5 % below the slice count in part (about half a run
+    # in all past it): several times the model's chance, the model worth ten runs beside them
+    assert need.survival(slice_mib) > max(3 * plain.survival(slice_mib), 0.05)
+    assert "needed more" in _seen_said(need, slice_mib)
+
+
 def test_only_an_action_with_enough_runs_and_no_inputs_counts_its_peaks() -> None:
     runs = config.ONLINE_SEEN_MIN_RUNS
     assert _serving(_two_modes(runs - 1)).seen is None
