@@ -1187,6 +1187,42 @@ def test_a_heavy_mode_that_straddles_the_slice_is_counted_before_a_run_passes_it
     assert "needed more" in _seen_said(need, slice_mib)
 
 
+def _streak_after(before: int, level_before: float, heavy_share: float, scatter: float = 0.03,
+                  seed: int = 3) -> np.ndarray:
+    """Newest first: 25 light runs at 10,000 MiB, then `before` older runs at
+    `level_before`, `heavy_share` of them 1.6 times heavier."""
+    rng = random.Random(seed)
+    newest = [10_000 * math.exp(rng.gauss(0, scatter)) for _ in range(25)]
+    older = [level_before * (1.6 if rng.random() < heavy_share else 1.0)
+             * math.exp(rng.gauss(0, scatter)) for _ in range(before)]
+    return np.array(newest + older)
+
+
+def test_a_streak_of_the_commoner_mode_keeps_the_count_a_new_level_stops_it() -> None:
+    kwargs = {"prior": 10.0, "recent": 20, "smoothing": 0.9, "same_runs": 60, "same_t": 2.0}
+
+    def seen(peaks: np.ndarray, **changed: float) -> SeenPeaks:
+        return SeenPeaks.of(peaks, np.ones(peaks.shape[0]), **{**kwargs, **changed})
+
+    # 25 light runs in a row after 100 in two modes, a fifth heavy: the newest sit where the
+    # older light runs do, and the heavy ones still count at a size past the light mode
+    modes = _streak_after(100, 10_000.0, 0.2)
+    share = float(np.mean(modes > 14_000))
+    assert 0.1 < share < 0.25
+    assert seen(modes).counted_below == math.inf
+    assert seen(modes).survival(14_000, 0.01) > 0.5 * share
+    # as before without the test, or with too few older runs to tell: the model's chance
+    assert seen(modes, same_runs=0).survival(14_000, 0.01) == 0.01
+    assert seen(_streak_after(40, 10_000.0, 0.2)).survival(14_000, 0.01) == 0.01
+    # the level fell from 12,000 to 10,000 (10 % scatter): the older runs in the newest ones'
+    # range are more than enough, but they sit higher, and the count stops as before
+    stepped = _streak_after(100, 12_000.0, 0.2, scatter=0.1)
+    found = seen(stepped)
+    assert np.sum(stepped[25:] <= found.counted_below) >= 60
+    assert found.counted_below < 16_000
+    assert found.survival(17_000, 0.01) == 0.01
+
+
 def test_only_an_action_with_enough_runs_and_no_inputs_counts_its_peaks() -> None:
     runs = config.ONLINE_SEEN_MIN_RUNS
     assert _serving(_two_modes(runs - 1)).seen is None

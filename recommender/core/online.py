@@ -689,7 +689,8 @@ def _seen(core: _Core) -> SeenPeaks | None:
              else 0)
     return SeenPeaks.of(core.y_mib, _SEEN_WEIGHTS[:n], config.ONLINE_SEEN_PRIOR,
                         config.ONLINE_SEEN_RECENT, grown, config.ONLINE_RECORD_MARGIN,
-                        config.ONLINE_SEEN_SMOOTHING)
+                        config.ONLINE_SEEN_SMOOTHING, config.ONLINE_SEEN_SAME_RUNS,
+                        config.ONLINE_SEEN_SAME_T)
 
 
 _SEEN_WEIGHTS = 0.5 ** (np.arange(config.HISTORY_WINDOW, dtype=np.float64)

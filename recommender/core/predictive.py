@@ -199,7 +199,10 @@ class SeenPeaks:
     blended with the model's chance as a beta posterior (the model worth `prior` runs) and can
     only raise it: after a step up, the runs before it say too little, and the model's level
     change is right. It stops counting a size no run has passed among the newest `recent`: a
-    step down is not held at the old level by runs before it.
+    step down is not held at the old level by runs before it. Unless those newest runs sit
+    where many older runs in their range sit (`same_runs` of them, medians within `same_t`
+    standard errors): then the streak is the commoner mode's, and a heavier mode a tenth of the
+    runs misses twenty in a row one time in eight.
 
     Each run is counted as the share of a normal kernel around its log peak that lies past the
     size (`width` wide, 0: the plain count), not as all or nothing: a heavier mode at 38-42 GB
@@ -231,9 +234,10 @@ class SeenPeaks:
     over: array[float] = field(repr=False)
     """over[i]: the weight of the runs from the i-th smallest on; over[n] is 0."""
     total: float
-    recent_max: float
-    """The largest of the newest `recent` peaks: sizes at or above it are the model's alone,
-    but for the cap past the largest peak (`record`)."""
+    counted_below: float
+    """Sizes at or above it are the model's alone, but for the cap past the largest peak
+    (`record`): two widths past the largest of the newest `recent` peaks, or inf where those
+    runs sit where the older ones in their range do (`_same_place`)."""
     prior: float
     record_from: float = math.inf
     """The size from which the chance is capped at `record` (inf: not capped)."""
@@ -244,10 +248,11 @@ class SeenPeaks:
 
     @classmethod
     def of(cls, peaks_mib: NDArray[np.float64], weights: NDArray[np.float64], prior: float,
-           recent: int, grown: int = 0, margin: float = 0.0, smoothing: float = 0.0
-           ) -> SeenPeaks:
+           recent: int, grown: int = 0, margin: float = 0.0, smoothing: float = 0.0,
+           same_runs: int = 0, same_t: float = 0.0) -> SeenPeaks:
         """From peaks and their weights, newest first; `grown` 0 caps nothing, `smoothing` 0
-        counts each run all or nothing."""
+        counts each run all or nothing, `same_runs` 0 stops counting a size the newest
+        `recent` did not come near, whatever the runs before them."""
         order = np.argsort(peaks_mib)
         cumulative = np.cumsum(weights[order][::-1])[::-1]
         over = array("f")
@@ -265,7 +270,11 @@ class SeenPeaks:
         exchangeable = before.shape[0] > 0 and recent_max <= float(before.max()) * (1.0 + margin)
         capped = 0 < grown <= peaks_mib.shape[0] and exchangeable
         width = _kernel_width(peaks_mib, weights, smoothing) if smoothing > 0 else 0.0
-        return cls(logs, over, total, recent_max * math.exp(_REACH * width), prior,
+        counted_below = recent_max * math.exp(_REACH * width)
+        if same_runs > 0 and _same_place(peaks_mib[:recent], before[before <= counted_below],
+                                         recent, same_runs, same_t):
+            counted_below = math.inf
+        return cls(logs, over, total, counted_below, prior,
                    largest * (1.0 + margin) if capped else math.inf, 1.0 / (total + 1.0),
                    width)
 
@@ -273,7 +282,7 @@ class SeenPeaks:
         """P(need > mib), `model` being the model's answer."""
         if mib >= self.record_from:
             return min(model, self.record)
-        if mib >= self.recent_max:
+        if mib >= self.counted_below:
             return model
         return max(model, (self.prior * model + self._over(mib)) / (self.prior + self.total))
 
@@ -319,6 +328,22 @@ _VECTOR_FROM = 48
 """Runs near a size from which numpy weighs them faster than a loop (timeit, 2026-12-06)."""
 _LOGISTIC = math.sqrt(3.0) / math.pi
 """The logistic's scale whose standard deviation is 1."""
+
+
+def _same_place(newest: NDArray[np.float64], older: NDArray[np.float64], recent: int,
+                same_runs: int, same_t: float) -> bool:
+    """Whether the newest `recent` peaks sit where at least `same_runs` older ones in their
+    range do: their medians within `same_t` standard errors (a median's, 1.2533 times the
+    spread over the root of the count, the spread 1.4826 times the median absolute deviation
+    of both about their own medians, in log MiB). Then a streak of runs below a size is the
+    commoner mode's as before, not a new level, and the runs that passed it still count."""
+    if newest.shape[0] < recent or older.shape[0] < same_runs:
+        return False
+    new_logs, old_logs = np.log(newest), np.log(older)
+    new_mid, old_mid = float(np.median(new_logs)), float(np.median(old_logs))
+    mad = float(np.median(np.abs(np.concatenate((new_logs - new_mid, old_logs - old_mid)))))
+    error = 1.2533 * 1.4826 * mad * math.sqrt(1.0 / new_logs.shape[0] + 1.0 / old_logs.shape[0])
+    return abs(new_mid - old_mid) <= same_t * error
 
 
 def _kernel_width(peaks_mib: NDArray[np.float64], weights: NDArray[np.float64],
