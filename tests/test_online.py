@@ -1156,6 +1156,7 @@ def test_a_run_just_below_a_size_counts_in_part_by_its_scatter() -> None:
         1.0 / (1.0 + math.exp((math.log(8000) - math.log(p)) * math.pi
                               / (math.sqrt(3) * smooth.width))) for p in peaks) / 11, rel=1e-4)
     assert smooth.share(4000) == pytest.approx(1.0)
+    assert smooth.share(0.0) == plain.share(-1.0) == 1.0
     assert smooth.share(9000) < 0.002
     assert smooth.survival(8000, 0.01) > plain.survival(8000, 0.01)
     # "passed among the newest" is came within two widths: the newest heavy run, 7,950, is

@@ -292,6 +292,8 @@ class SeenPeaks:
 
     def _over(self, mib: float) -> float:
         """The weight of the runs past `mib`, each by its kernel's share past it."""
+        if mib <= 0:
+            return self.total  # every run needed more than nothing
         # Rounded as the logs were, so that a run that needed exactly `mib` is not past it.
         x = _single(math.log(mib))
         if self.width <= 0:
