@@ -1185,7 +1185,8 @@ def test_a_heavy_mode_that_straddles_the_slice_is_counted_before_a_run_passes_it
     # smoothed, the four runs 0.7 to 3.5 % below the slice count in part (about half a run
     # in all past it): several times the model's chance, the model worth ten runs beside them
     assert need.survival(slice_mib) > max(3 * plain.survival(slice_mib), 0.05)
-    assert "needed more" in _seen_said(need, slice_mib)
+    assert _seen_said(need, slice_mib).endswith(
+        "needed more, each run near it counted by the share of its scatter past it)")
 
 
 def _streak_after(before: int, level_before: float, heavy_share: float, scatter: float = 0.03,

@@ -114,7 +114,7 @@ def _seen_said(predictive: Predictive, mib: float) -> str:
         return ""
     model, stated, seen = found
     said = (f"{seen.share(mib):.0%} of its runs, the newest weighing most, needed more"
-            + (" (counted by how far within their scatter of it they came)"
+            + (", each run near it counted by the share of its scatter past it"
                if seen.width > 0 else "")
             if stated > model else
             f"none of its runs needed as much: a new largest is at most {seen.record:.1%} "
