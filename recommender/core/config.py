@@ -532,7 +532,15 @@ the medians' difference required to be small, not only not significant (an equiv
 difference plus 1.645 standard errors within 1 or 0.75 of the spread): GenTD26 by 15 minutes 86
 at 103,052 and 87 at 102,461; the older runs past the size also required to be scattered, not
 bunched (their adjacent pairs at most 2 standard deviations above chance): 85 at 103,125 from 20
-older runs. Those pods' runs past a size are not bunched either."""
+older runs. Those pods' runs past a size are not bunched either.
+Both (the kernel and the streaks), on scratch generators no constant was tuned on (30 actions,
+4,000 runs, no inputs, levels 2-30 GB, in process through `replay.replay_service`, 48d75f5 against
+58b1df7; first attempts that ran out at reserved GB-h, OOMs the truth expects): a rarer, nearer
+heavy mode (5-15 % of the runs at 1.2-1.5x) seeds 1/2 15/13 at 12,653/16,810 (15.6/12.3) -> 12/12
+at 12,686/16,914 (13.3/9.1; VPA 15/14 at 13,088/17,702); two modes on a level that drifts 1 % a
+run, seeds 1/2, 8/22 at 14,121/20,793 (7.7/11.4) -> 7/20 at 14,144/20,731 (7.0/11.5; VPA 7/13 at
+15,227/22,143); one mode with t(3) scatter 6/8 at 12,694/14,325 -> 6/8 at 12,706/14,329 (VPA
+5/8)."""
 
 CALIBRATION_YOUNG_RUNS = 30
 CALIBRATION_PRIOR = 1.0
