@@ -648,7 +648,16 @@ the model's chance only, where an action's own count of runs past a size (ONLINE
 it, so that a young action whose heavy run passed 40 GB keeps the count's chance there when
 young actions' first attempts on 40 GB ran out less often than stated: two modes seeds 1/2/3/5
 6/16/11/18 -> 6/15/11/17 OOMs at 14,133/21,156/16,581/16,642 -> 14,248/21,135/16,588/16,702
-GB-h, but GenTD26 by the hour the same 17 OOMs at 117,568 -> 118,282 (1.38x, its bar 1.40x)."""
+GB-h, but GenTD26 by the hour the same 17 OOMs at 117,568 -> 118,282 (1.38x, its bar 1.40x).
+Tried and not kept (2026-12-06, a prototype on 564d9d4, in process): a record keyed by headroom, a
+floor under a young action's chance at each size s: the share of all actions' runs k (1-2, 3-9,
+10-29 runs before them) whose peak passed s over the largest before it. Two modes seed 5's young
+actions that had not yet shown a heavy mode (modes-0005: four light runs, 0 % stated at 20 GB,
+31 % true) are what it is for: 14 -> 11 OOMs at 16,808 -> 16,948 GB-h. But GenTD26 by the hour 17 ->
+19 OOMs at 117,700 -> 128,161 GB-h (1.37x -> 1.50x): its young pods grow, the record of new
+largest peaks says so for every pod, and as a floor it overrides the models that already follow
+that growth. Applied only from 1.25 times the largest peak (past growth), the tail is no longer
+monotone and GenTD26 ran out 30 times."""
 
 ONLINE_RECORD_MIN_RUNS = CALIBRATION_YOUNG_RUNS
 ONLINE_RECORD_MARGIN = 0.03
