@@ -657,7 +657,12 @@ actions that had not yet shown a heavy mode (modes-0005: four light runs, 0 % st
 19 OOMs at 117,700 -> 128,161 GB-h (1.37x -> 1.50x): its young pods grow, the record of new
 largest peaks says so for every pod, and as a floor it overrides the models that already follow
 that growth. Applied only from 1.25 times the largest peak (past growth), the tail is no longer
-monotone and GenTD26 ran out 30 times."""
+monotone and GenTD26 ran out 30 times. Nor the young actions' record keyed by headroom instead of
+(or beside) the slice size: their first attempts' OOMs over the chances stated, in bins of 0.1 of
+the slice over the action's largest peak so far, with one OOM of prior, the tail kept monotone:
+two modes seed 5 14 -> 11 (12 beside) OOMs at 17,057 (17,052) GB-h, but GenTD26 by the hour 17 ->
+32 (31) at 119,467 (117,160): pooled over pods, a headroom bin's record lowers the chances of the
+pods whose growth the bin's others did not have."""
 
 ONLINE_RECORD_MIN_RUNS = CALIBRATION_YOUNG_RUNS
 ONLINE_RECORD_MARGIN = 0.03
