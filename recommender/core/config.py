@@ -512,8 +512,10 @@ ONLINE_SEEN_SAME_RUNS older runs in their range sit, their medians within ONLINE
 standard errors (predictive._same_place; 2026-12-06): a streak of the commoner mode, not a new
 level. Why: a heavier mode a tenth of the runs misses twenty in a row one time in eight, and after
 such a streak the count had stopped and the stated chance fallen to the level's: two modes seed 5's
-modes-0001, heavy runs one in nine at 21-25 GB, was put on the 20 GB slice at a stated 1.2-2.8 %
-for ten runs after twenty light ones (true 10 %), modes-0015 at 0.7-4.4 % for forty. A new level is
+modes-0001, heavy runs one in nine at 21-25 GB, was put on the 20 GB slice at a stated 0.2-2.8 %
+after streaks of twenty light ones, at its runs 62-71 and past its 100th (true 10 %): its first
+slices made 8.0 OOMs in expectation, 2.5 with the test (from about its 90th run, when 60 older runs
+sit in the newest ones' range; at its 62nd, 42 are too few). A new level is
 not held: the older runs in its range are few (a step down by more than the scatter) or sit higher
 (`test_a_streak_of_the_commoner_mode_keeps_the_count_a_new_level_stops_it`). The 60: GenTD26's pods
 in 15-minute windows pass the test too, and there the count kept past a streak buys nothing; how
