@@ -51,8 +51,6 @@ class LocalErrors:
         d = (self.inputs - x) / config.ONLINE_LOCAL_BANDWIDTH
         k = np.exp(-0.5 * np.einsum("ij,ij->i", d, d))
         total, first, second, _ = k @ self.sums
-        if total <= _NONE_NEAR:
-            return 0.0, 1.0
         shift, ratio = _moved(np.asarray(total), np.asarray(first), np.asarray(second),
                               np.asarray((k * k) @ self.sums[:, 3]))
         return float(shift), float(ratio)

@@ -257,8 +257,9 @@ class SeenPeaks:
         cumulative = np.cumsum(weights[order][::-1])[::-1]
         over = array("f")
         over.frombytes(np.append(cumulative, 0.0).astype(np.float32).tobytes())
+        log_peaks = np.log(peaks_mib)
         logs = array("f")
-        logs.frombytes(np.log(peaks_mib[order]).astype(np.float32).tobytes())
+        logs.frombytes(log_peaks[order].astype(np.float32).tobytes())
         total = float(cumulative[0])
         recent_max = float(peaks_mib[:recent].max())
         largest = float(peaks_mib.max())
@@ -269,10 +270,11 @@ class SeenPeaks:
         # them would put that mode's slice back to the t's tail for `recent` runs.
         exchangeable = before.shape[0] > 0 and recent_max <= float(before.max()) * (1.0 + margin)
         capped = 0 < grown <= peaks_mib.shape[0] and exchangeable
-        width = _kernel_width(peaks_mib, weights, smoothing) if smoothing > 0 else 0.0
+        width = _kernel_width(log_peaks, weights, smoothing) if smoothing > 0 else 0.0
         counted_below = recent_max * math.exp(_REACH * width)
-        if same_runs > 0 and _same_place(peaks_mib[:recent], before[before <= counted_below],
-                                         recent, same_runs, same_t):
+        in_range = log_peaks[recent:][before <= counted_below]
+        if same_runs > 0 and _same_place(log_peaks[:recent], in_range, recent, same_runs,
+                                         same_t):
             counted_below = math.inf
         return cls(logs, over, total, counted_below, prior,
                    largest * (1.0 + margin) if capped else math.inf, 1.0 / (total + 1.0),
@@ -334,25 +336,30 @@ _LOGISTIC = math.sqrt(3.0) / math.pi
 
 def _same_place(newest: NDArray[np.float64], older: NDArray[np.float64], recent: int,
                 same_runs: int, same_t: float) -> bool:
-    """Whether the newest `recent` peaks sit where at least `same_runs` older ones in their
+    """Whether the newest `recent` log peaks sit where at least `same_runs` older ones in their
     range do: their medians within `same_t` standard errors (a median's, 1.2533 times the
     spread over the root of the count, the spread 1.4826 times the median absolute deviation
     of both about their own medians, in log MiB). Then a streak of runs below a size is the
     commoner mode's as before, not a new level, and the runs that passed it still count."""
     if newest.shape[0] < recent or older.shape[0] < same_runs:
         return False
-    new_logs, old_logs = np.log(newest), np.log(older)
-    new_mid, old_mid = float(np.median(new_logs)), float(np.median(old_logs))
-    mad = float(np.median(np.abs(np.concatenate((new_logs - new_mid, old_logs - old_mid)))))
-    error = 1.2533 * 1.4826 * mad * math.sqrt(1.0 / new_logs.shape[0] + 1.0 / old_logs.shape[0])
+    new_mid, new_off = _about_median(newest)
+    old_mid, old_off = _about_median(older)
+    mad = float(np.median(np.concatenate((new_off, old_off))))
+    error = 1.2533 * 1.4826 * mad * math.sqrt(1.0 / newest.shape[0] + 1.0 / older.shape[0])
     return abs(new_mid - old_mid) <= same_t * error
 
 
-def _kernel_width(peaks_mib: NDArray[np.float64], weights: NDArray[np.float64],
+def _about_median(x: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+    """The median of `x` and each value's absolute deviation from it."""
+    mid = float(np.median(x))
+    return mid, np.abs(x - mid)
+
+
+def _kernel_width(log_peaks: NDArray[np.float64], weights: NDArray[np.float64],
                   smoothing: float) -> float:
     """Silverman's rule on a robust spread of the log peaks (SeenPeaks)."""
-    logs = np.log(peaks_mib)
-    mad = float(np.median(np.abs(logs - np.median(logs))))
+    mad = float(np.median(_about_median(log_peaks)[1]))
     effective = float(weights.sum()) ** 2 / float((weights * weights).sum())
     return smoothing * 1.4826 * mad / math.pow(effective, 0.2)
 
