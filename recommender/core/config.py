@@ -664,7 +664,23 @@ monotone and GenTD26 ran out 30 times. Nor the young actions' record keyed by he
 the slice over the action's largest peak so far, with one OOM of prior, the tail kept monotone:
 two modes seed 5 14 -> 11 (12 beside) OOMs at 17,057 (17,052) GB-h, but GenTD26 by the hour 17 ->
 32 (31) at 119,467 (117,160): pooled over pods, a headroom bin's record lowers the chances of the
-pods whose growth the bin's others did not have."""
+pods whose growth the bin's others did not have.
+Not built (2026-12-06): that record kept to young actions whose runs do not grow, the step stop 53
+named. Measured on the workloads themselves first (scratch, each action's run k, 3 to 29 runs in,
+against the largest peak before it; growing: the log peaks' trend over run order past 2 standard
+errors, or a new largest by more than 3 %): GenTD26's young pods count as not growing in 72-94 %
+of their runs (by 15 minutes and by the hour), and those runs pass 1.2 times the largest peak
+before them 2.2-2.6 % of the time, where two modes' do 0.7-0.9 % (seed 2) and 1.8-2.1 % (seed 5)
+and the step change's 0.3 % (seed 3): a pod's growth comes in jumps a trend over its first runs
+does not see, so the split would still carry it to every young action, the cost the records
+above had. Tried and not kept (2026-12-06, a prototype on 3598028, in process): the record apart
+for a young action's runs 0-2, 3-9 and 10-29, since by the hour GenTD26's young pods' stated
+chances there added up to 2.8, 3.7 and 3.8 OOMs where 2, 12 and 3 were seen: 17 -> 21 OOMs at
+117,700 -> 119,205 GB-h (runs 3-9 then stated 6.0 and still saw 12, runs 10-29 stated 6.0 and saw
+7); two modes seed 3 10 -> 9 OOMs at 16,651 -> 16,751. Runs 3-9 ran out where their chances were
+0.02-1.4 % (pods whose peaks jump from 24 GB to 40-48 GB); a factor on such a chance does not
+reach the 5-8 % that would move them a slice up, and what else the split moved is a run or two
+either way."""
 
 ONLINE_RECORD_MIN_RUNS = CALIBRATION_YOUNG_RUNS
 ONLINE_RECORD_MARGIN = 0.03
