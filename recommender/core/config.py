@@ -1228,7 +1228,23 @@ x 7 for 4x the 7g throughput); on the 28 held-out rounds (`python -m bench.throu
 --held-out`) round 1 75.6 % / 0.81 with 8 targets missed -> 75.7 % / 0.77 with 8, round 2 84.8 % /
 0.34 with 5 -> 84.9 % / 0.34 with 5 (the table's curves with 2, 3 and 4 processes per instance:
 round 1 0.88/0.91/0.99 -> 0.75/0.77/0.94 extra slices). The peers' two steps through a size between
-them (as `Population.chained`) changed nothing more: not kept."""
+them (as `Population.chained`) changed nothing more: not kept.
+Tried and not kept (2026-12-06, in process, `python -m bench.throughput_targets --held-out` on
+3598028; extra slices at targets missed, round 1 / round 2): the class's step read from fewer
+actions. From 3: the held-out halves of the table's DNNs, where classes are small, 0.75 -> 0.37
+and 0.49 -> 0.34 extra slices in round 1, but the 28 rounds missed 10 / 8 targets instead of 8 / 5,
+three of them the bench's own round 2 (densenet169-b128 and mobilenetv2-b256 read 4g.40gb from 3g
+at 1.18 times, their own 1.11, the selection this note's first paragraph is about) and two the
+table with four processes per instance (bert-b128 and -b256 read 3g from 2g at 1.56 times, their
+own 1.38). From 4: only the second half moved (0.49 -> 0.34, round 2 0.10 -> 0.07), no target more
+missed; one replay of fourteen is no reason to move a constant. Nor the class's step, or any
+population step, read as a lower prediction bound (the mean less a t quantile at n - 1 degrees
+of freedom times the standard deviation and sqrt(1 + 1/n)) instead of, or below, the low
+quantile, which reads few actions as the wide sample they are: with the class from 3 actions the
+halves kept most of the gain (0.51 and 0.34) and the bench's round 2 its 0 missed targets, but the
+table with four processes per instance still missed 3 in round 1, and with 4 actions or more it
+added slices (three and four processes per instance: 0.77 -> 0.82-0.89, 0.94 -> 1.01) for no
+target fewer missed."""
 
 THROUGHPUT_POPULATION_QUANTILE = 0.10
 """Extrapolating from one measured size, with no shape to match, the step to another size is
