@@ -1235,7 +1235,7 @@ actions. From 3: the held-out halves of the table's DNNs, where classes are smal
 and 0.49 -> 0.34 extra slices in round 1, but the 28 rounds missed 10 / 8 targets instead of 8 / 5,
 three of them the bench's own round 2 (densenet169-b128 and mobilenetv2-b256 read 4g.40gb from 3g
 at 1.18 times, their own 1.11, the selection this note's first paragraph is about) and two the
-table with four processes per instance (bert-b128 and -b256 read 3g from 2g at 1.56 times, their
+table with four processes per instance (bert-b128 and -b256 read 3g from 2g at 1.60 times, their
 own 1.38). From 4: only the second half moved (0.49 -> 0.34, round 2 0.10 -> 0.07), no target more
 missed; one replay of fourteen is no reason to move a constant. Nor the class's step, or any
 population step, read as a lower prediction bound (the mean less a t quantile at n - 1 degrees
