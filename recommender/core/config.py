@@ -687,8 +687,9 @@ at 14,295 -> 14,313; 40 actions seed 7 2 OOMs at 11,669 -> 11,690, shapes seed 5
 22,431 -> 22,373, models seed 1 3 -> 1 at 15,543 -> 15,538, the step change seeds 3/7/11 the same
 OOMs within 0.1 %; GenTD26 and two modes carry no inputs (one record, as before). On seed 7 the
 young runs beyond their inputs had been stated nearly as they turned out (their second, third and
-4th-10th runs 4.5, 2.5 and 3.0 OOMs for 5.7, 2.9 and 4.8 in truth); apart, their record bought
-second runs 9 % more memory than three OOMs are worth by OOM_WAIT_GPUS. Nor a cap where an
+4th-10th runs 4.5, 2.5 and 3.0 OOMs for 5.7, 2.9 and 4.8 in truth); apart, their record spent
+353 GB-h more (the second runs' slices 9 % larger) where three OOMs are worth about 200 by
+OOM_WAIT_GPUS (10-minute runs on an 80 GB card). Nor a cap where an
 earlier run's request was at least as large in every input: the need no more than that run's
 peak, give or take two runs' noise (the population's `Scatter.noise`): the same workload seeds 7
 and 1 24 -> 22 and 20 -> 19 OOMs at 0.4 and 0.5 % less memory, the same to a few GB-h whether for
