@@ -451,3 +451,47 @@ def test_evaluate_seed_draws_another_workload_from_the_same_generator(
     assert oracle_row("--seed", "3") == oracle_row("--seed", "3")
     assert oracle_row("--seed", "3") != oracle_row("--seed", "4")
     assert oracle_row() == oracle_row("--seed", "7")
+
+
+def test_evaluate_seeds_gives_a_row_per_draw_and_their_total(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--seeds: one row per draw, each the replay --seed gives, and a total that adds them up;
+    the sentence under it counts the draws where the service ran out less often than VPA."""
+    small = ("--trace", "modes", "--quiet", "--runner", "in-process", "--retrain-at", "none",
+             "--executions", "80", "--max-actions", "4")
+    code, out, err = in_process(capsys, "evaluate", *small, "--seeds", "3,1-2")
+    assert code == 0, err
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()
+            if line.startswith("| ") and not line.startswith("| seed")]
+    assert [r[0] for r in rows] == ["1", "2", "3", "all 3"]
+
+    def number(cell: str) -> float:
+        return float(cell.replace(",", "").rstrip("x"))
+
+    for seed, row in zip(("1", "2", "3"), rows, strict=False):
+        code, one, err = in_process(capsys, "evaluate", *small, "--seed", seed)
+        assert code == 0, err
+        ours, vpa = (next(line for line in one.splitlines() if line.startswith(f"| {name}"))
+                     .strip("|").split("|") for name in ("IntelliScale (this", "Kubernetes VPA"))
+        for cells, at in ((ours, 1), (vpa, 5)):
+            assert round(number(cells[1].strip().rstrip("%")) * 80 / 100) == number(row[at])
+            assert cells[2].strip() == row[at + 1] and cells[5].strip() == row[at + 2]
+    for at in (1, 2, 5, 6):
+        assert sum(number(r[at]) for r in rows[:3]) == number(rows[3][at])
+    fewer = sum(number(r[1]) < number(r[5]) for r in rows[:3])
+    assert f"fewer times on {fewer} of 3 draws" in out
+
+
+def test_evaluate_seeds_refuses_what_it_cannot_draw(capsys: pytest.CaptureFixture[str]) -> None:
+    """--seeds with --seed, with GenTD26 alone, or with a range that runs backwards: a clear
+    error, nothing replayed."""
+    code, _, err = in_process(capsys, "evaluate", "--trace", "modes", "--quiet", "--seed", "1",
+                              "--seeds", "1-2")
+    assert code == 2 and "--seed and --seeds" in err
+    code, _, err = in_process(capsys, "evaluate", "--trace", "gentd26", "--quiet",
+                              "--seeds", "1-2")
+    assert code == 2 and "GenTD26 is one trace" in err
+    code, _, err = in_process(capsys, "evaluate", "--trace", "modes", "--seeds", "3-1")
+    assert code == 2 and "'3-1'" in err and "ranges" in err
+    code, _, err = in_process(capsys, "evaluate", "--trace", "modes", "--seeds", "1-500")
+    assert code == 2 and "at most 100 seeds" in err

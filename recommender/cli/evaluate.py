@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from recommender.core.catalog import Catalog
     from recommender.evaluation.replay import RunnerFactory
+    from recommender.evaluation.traces import TraceExecution
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -23,7 +24,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from recommender.core.catalog import load_catalog
     from recommender.evaluation import replay
     from recommender.evaluation.traces import (
-        TraceExecution,
         gentd26_windows,
         models,
         modes,
@@ -38,19 +38,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     runner = runner_factory(args.runner, catalog, database_url, args.catalog_override,
                             args.oom_wait_gpus)
     retraining = retraining_said(args.retrain_at, args.retrain_every)
-    runs: list[tuple[str, list[TraceExecution], tuple[str, ...], bool]] = []
-    if args.trace in ("gentd26", "all"):
-        if not (traces_dir / "alibaba-gentd26").exists():
-            print(f"GenTD26 not found under {traces_dir} (--traces-dir)", file=sys.stderr)
-            return 2
-        window = ("each hour an execution with that hour's peak" if args.window_minutes == 60
-                  else f"each {args.window_minutes} minutes an execution with their peak")
-        runs.append((
-            f"GenTD26 (each pod an action, {window}; "
-            "H100-80GB, H100-94GB and H200 pools, mixed strategy)",
-            gentd26_windows(traces_dir, max_pods=args.max_actions,
-                            window_minutes=args.window_minutes),
-            ("H100-80GB", "H100-94GB", "H200-141GB"), False))
     a100_h100 = ("A100-80GB", "H100-80GB")
     generated: list[tuple[str, str, Callable[..., list[TraceExecution]], int, int, bool]] = [
         # key, title, workload, its default actions and executions (0: the generator's own,
@@ -67,13 +54,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         ("models", "one model per action (params_b, constant within each: context + 2.3 "
          "bytes a parameter + per-item x batch x sqrt(params_b)", models, 60, 3000, False),
     ]
+    if args.seeds is not None:
+        return _draws(args, catalog, runner, retraining,
+                      [g[:5] for g in generated if args.trace in (g[0], "all")], a100_h100)
+    runs: list[tuple[str, list[TraceExecution], tuple[str, ...], bool]] = []
+    if args.trace in ("gentd26", "all"):
+        if not (traces_dir / "alibaba-gentd26").exists():
+            print(f"GenTD26 not found under {traces_dir} (--traces-dir)", file=sys.stderr)
+            return 2
+        window = ("each hour an execution with that hour's peak" if args.window_minutes == 60
+                  else f"each {args.window_minutes} minutes an execution with their peak")
+        runs.append((
+            f"GenTD26 (each pod an action, {window}; "
+            "H100-80GB, H100-94GB and H200 pools, mixed strategy)",
+            gentd26_windows(traces_dir, max_pods=args.max_actions,
+                            window_minutes=args.window_minutes),
+            ("H100-80GB", "H100-94GB", "H200-141GB"), False))
     for key, title, workload, actions, executions, without in generated:
         if args.trace not in (key, "all"):
             continue
-        sized = ({"actions": args.max_actions or actions,
-                  "executions": args.executions or executions} if actions else {})
         runs.append((f"{title}; A100-80GB and H100-80GB pools)",
-                     workload(**sized, **seeded(args.seed)), a100_h100, without))
+                     workload(**sized(args, actions, executions), **seeded(args.seed)),
+                     a100_h100, without))
     replays = len(runs) + sum(without for *_, without in runs)
     if database_url and replays > 1:
         print(f"--database-url holds one replay's history, and this run makes {replays} "
@@ -137,6 +139,64 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             if results[0].retrains:
                 print("\nRetraining (the service's replay):\n")
                 print("\n".join(f"- {r}" for r in results[0].retrains), flush=True)
+    return 0
+
+
+def sized(args: argparse.Namespace, actions: int, executions: int) -> dict[str, int]:
+    """A generated workload's size: --max-actions and --executions, else its defaults; {} for
+    one whose generator fixes its own (`actions` 0)."""
+    return ({"actions": args.max_actions or actions, "executions": args.executions or executions}
+            if actions else {})
+
+
+def _draws(args: argparse.Namespace, catalog: Catalog, runner: RunnerFactory, retraining: str,
+           workloads: list[tuple[str, str, Callable[..., list[TraceExecution]], int, int]],
+           gpus: tuple[str, ...]) -> int:
+    """--seeds: each workload replayed once per seed, the service and VPA, a row per draw."""
+    from recommender.cli.progress import Progress
+    from recommender.evaluation import replay
+
+    if args.seed is not None:
+        print("--seed and --seeds: give one (--seeds 7 replays the one draw as a row)",
+              file=sys.stderr)
+        return 2
+    if not workloads:
+        print("--seeds draws the generated workloads (synthetic, step, modes, shapes, models "
+              "or all); GenTD26 is one trace", file=sys.stderr)
+        return 2
+    if args.database_url:
+        print("--database-url holds one replay's history, and --seeds makes one a draw: leave "
+              "it out (a temporary SQLite file per replay)", file=sys.stderr)
+        return 2
+    pools = replay.mixed_pools(catalog, gpus)
+    slices = replay.Slices.of(pools)
+    if args.trace == "all":
+        print("GenTD26 is one trace, not a draw of a generator: left out with --seeds.")
+    with Progress(not args.quiet) as show:
+        for key, title, workload, actions, executions in workloads:
+            draws = []
+            for seed in args.seeds:
+                trace = workload(**sized(args, actions, executions), seed=seed)
+                name = f"IntelliScale, {key} seed {seed}"
+
+                def status(m: str, name: str = name) -> None:
+                    show(f"{name}: {m}")
+
+                service = replay.replay_service(
+                    name, trace, pools, catalog, retrain_at=args.retrain_at,
+                    retrain_every=args.retrain_every, runner=runner, status=status,
+                    oom_wait_gpus=args.oom_wait_gpus)
+                show(f"{replay.VPA}, {key} seed {seed}")
+                vpa = replay.replay_rule(replay.VPA, replay.BASELINES[replay.VPA], trace, slices)
+                draws.append(replay.Draw(seed, service, vpa,
+                                         replay.oracle(trace, slices).reserved_gbh))
+            show.clear()
+            print(f"\n### {title}; {' and '.join(gpus)} pools), {len(draws)} draws\n\n"
+                  f"Each draw a replay of the workload its seed generates; the service "
+                  f"{RUNNERS[args.runner]}, {retraining}; an OOM priced at "
+                  f"{args.oom_wait_gpus:g} whole GPUs.\n", flush=True)
+            print(replay.draws_table(draws))
+            print("\n" + replay.draws_said(draws), flush=True)
     return 0
 
 

@@ -27,6 +27,7 @@ from recommender.cli.options import (
     quantile,
     rpc_threads,
     seconds,
+    seeds,
     when,
 )
 from recommender.cli.report import cmd_report
@@ -213,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "models; default: 7, 11, 1, 5 and 1, the README's tables): other seeds draw "
                     "other actions, levels and steps from the same generator, to see how a "
                     "result holds beyond one draw")
+    ev.add_argument("--seeds", type=seeds, default=None, metavar="SEEDS",
+                    help="replay each generated workload --trace names once per seed (1-12, "
+                    "or 1,3,5) and print one row per draw, the service's and VPA's, with "
+                    "their totals, instead of one replay's tables: how often a result holds "
+                    "(not with --seed; GenTD26 is one trace and is left out)")
     ev.add_argument("--runner", choices=["grpc", "in-process"], default="grpc",
                     help="grpc (default): a real `recommender serve` in a child process "
                     "called over a loopback socket, executions stamped on the wall clock when "

@@ -133,6 +133,30 @@ def _number(text: str) -> float:
         return math.nan
 
 
+MAX_SEEDS = 100
+"""--seeds: draws at most (each is a replay of a few minutes on the largest workloads)."""
+
+
+def seeds(value: str) -> tuple[int, ...]:
+    """--seeds: seeds of the generated workloads, comma-separated, each a number or a range
+    (1-12, 1,3,5, 1-4,9), in order without repeats."""
+    out: set[int] = set()
+    for part in value.split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            first, last = int(low), int(high) if high else int(low)
+        except ValueError:
+            first, last = -1, -1
+        if not 0 <= first <= last:
+            raise argparse.ArgumentTypeError(
+                f"{value!r}: seeds as whole numbers or ranges of them, comma-separated "
+                "(1-12, or 1,3,5)")
+        out.update(range(first, last + 1))
+        if len(out) > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"{value!r}: at most {MAX_SEEDS} seeds")
+    return tuple(sorted(out))
+
+
 def percents(value: str) -> tuple[float, ...]:
     """--retrain-at: points of a sequence in percent, comma-separated (30,50,70,90), each
     strictly between 0 and 100, as fractions in order; 'none' or '' for none."""
