@@ -529,7 +529,7 @@ def draws_said(draws: Sequence[Draw]) -> str:
     return (f"Against VPA, the service's first attempts ran out fewer times on {fewer} of "
             f"{len(draws)} draws, as many on {same}, more on {len(draws) - fewer - same}; it "
             f"reserved less memory on {less}. In all, {ours.first_oom:,} against "
-            f"{theirs.first_oom:,} ({ours.retries:,} retries against {theirs.retries:,}), at "
+            f"{theirs.first_oom:,} (retries: {ours.retries:,} against {theirs.retries:,}), at "
             f"{abs(change):.1%} {'less' if change < 0 else 'more'} memory.")
 
 
