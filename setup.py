@@ -64,6 +64,7 @@ setup(
     cmdclass={"build_py": BuildPyWithProto},
     packages=[
         *find_packages(include=["recommender", "recommender.*"]),
+        "recommender.data",  # the catalog's JSON: a folder of data, no module
         "recommender.migrations",
         "recommender.migrations.versions",
     ],
