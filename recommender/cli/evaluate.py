@@ -73,7 +73,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for key, title, workload, actions, executions, without in generated:
         if args.trace not in (key, "all"):
             continue
-        runs.append((f"{title}; A100-80GB and H100-80GB pools)",
+        runs.append((f"{title}; {' and '.join(a100_h100)} pools)",
                      workload(**sized(args, actions, executions), **seeded(args.seed)),
                      a100_h100, without))
     replays = len(runs) + sum(without for *_, without in runs)

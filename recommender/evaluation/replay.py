@@ -493,6 +493,12 @@ def _summed(name: str, runs: Sequence[Metrics]) -> Metrics:
                    reserved_gbh=math.fsum(m.reserved_gbh for m in runs))
 
 
+def _totals(draws: Sequence[Draw]) -> tuple[Metrics, Metrics]:
+    """The service's and VPA's replays over all the draws, added up."""
+    return (_summed("service", [d.service for d in draws]),
+            _summed(VPA, [d.vpa for d in draws]))
+
+
 def draws_table(draws: Sequence[Draw]) -> str:
     """A row per draw, then their total: first attempts that ran out, retries and reserved
     GB-h (and x the oracle), the service's beside VPA's. Why: on one draw a difference of a few
@@ -511,8 +517,7 @@ def draws_table(draws: Sequence[Draw]) -> str:
                      f"{cells(d.vpa, d.oracle_gbh)} |")
     if len(draws) > 1:
         oracle = math.fsum(d.oracle_gbh for d in draws)
-        ours = _summed("service", [d.service for d in draws])
-        theirs = _summed(VPA, [d.vpa for d in draws])
+        ours, theirs = _totals(draws)
         lines.append(f"| all {len(draws)} | {cells(ours, oracle)} | {cells(theirs, oracle)} |")
     return "\n".join(lines)
 
@@ -523,8 +528,7 @@ def draws_said(draws: Sequence[Draw]) -> str:
     fewer = sum(d.service.first_oom < d.vpa.first_oom for d in draws)
     same = sum(d.service.first_oom == d.vpa.first_oom for d in draws)
     less = sum(d.service.reserved_gbh < d.vpa.reserved_gbh for d in draws)
-    ours = _summed("service", [d.service for d in draws])
-    theirs = _summed(VPA, [d.vpa for d in draws])
+    ours, theirs = _totals(draws)
     change = ours.reserved_gbh / max(theirs.reserved_gbh, 1e-9) - 1.0
     return (f"Against VPA, the service's first attempts ran out fewer times on {fewer} of "
             f"{len(draws)} draws, as many on {same}, more on {len(draws) - fewer - same}; it "
