@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from recommender.core import config
@@ -13,7 +14,7 @@ from recommender.core.catalog import Catalog
 from recommender.core.domain import Request
 from recommender.core.estimation import HISTORY, Estimate
 from recommender.core.policy import recommend
-from recommender.core.predictive import Predictive
+from recommender.core.predictive import Predictive, SeenPeaks
 from tests.builders import mk
 
 
@@ -89,3 +90,48 @@ def test_a_young_action_takes_the_larger_slice_where_first_attempts_ran_out_more
     assert lowered.rung.profile.memory_mib == M40
     assert lowered.model_oom_chance is not None and lowered.oom_chance < lowered.model_oom_chance
     assert "its model says" in lowered.reason and "ran out 0 times" in lowered.reason
+
+
+def counted_heavy_mode() -> Predictive:
+    """A young action whose level says about 1 % past 40 GB and whose own twelve runs passed
+    it three times (a heavier mode): the count raises the chance there to about 14 %."""
+    peaks = np.array([29_000.0, 42_500.0, 28_800.0, 29_300.0, 29_100.0, 42_700.0, 28_900.0,
+                      29_200.0, 29_000.0, 42_300.0, 28_700.0, 29_100.0])  # newest first
+    seen = SeenPeaks.of(peaks, np.ones_like(peaks), prior=config.ONLINE_SEEN_PRIOR,
+                        recent=config.ONLINE_SEEN_RECENT)
+    return Predictive(loc=math.log(30_000), scale=0.1, df=6.0, seen=seen)
+
+
+def test_the_record_corrects_the_model_not_the_actions_own_count() -> None:
+    """The record's factor multiplies the model's chance; the action's count of its own runs
+    past the size then has its say on that, as it does on the model's. A record that says the
+    young actions' t was too timid at 40 GB does not scale down a share the action counted."""
+    need = counted_heavy_mode()
+    model = need.model_survival(M40)
+    assert 0.005 < model < 0.03 and need.survival(M40) > 0.12
+    timid = SliceCalibration.of(record(M40, 0.05, 400, 0))
+    assert timid.factor(M40) < 0.1
+    tail = timid.tail(need, [20096.0, float(M40), 81152.0])
+    assert tail.model(M40) == pytest.approx(model)  # what the record is kept from
+    assert tail.survival(M40) == pytest.approx(need.counted(M40, model * timid.factor(M40)))
+    assert tail.survival(M40) > 0.12 > need.survival(M40) * timid.factor(M40)
+    # Without a count, as before: the model's chance times the factor.
+    plain = Predictive(loc=math.log(30_000), scale=0.1, df=6.0)
+    assert timid.tail(plain, [float(M40)]).survival(M40) == pytest.approx(
+        plain.survival(M40) * timid.factor(M40))
+
+
+def test_a_young_action_whose_runs_passed_a_slice_leaves_it_whatever_the_record_says(
+        catalog: Catalog) -> None:
+    """Three of twelve runs past 40 GB: 14 % likely there, above the 8.3 % from which the card
+    is worth it, and a record of young actions that ran out there far less often than stated
+    does not bring it back; the decision keeps the model's own chance as its record's."""
+    request = Request("act", "", (mk(catalog, model=A100_80),))
+    need = counted_heavy_mode()
+    estimate = Estimate(mib=31_000, source=HISTORY, quantile=0.95, detail="test",
+                        predictive=need)
+    timid = SliceCalibration.of(record(M40, 0.05, 400, 0))
+    decided = recommend(request, estimate, calibration=timid)
+    assert decided.rung.profile.memory_mib > M40
+    assert decided.model_oom_chance is not None
+    assert decided.model_oom_chance < 0.001  # the card's, by the model alone

@@ -638,6 +638,21 @@ with it (two modes seed 2's modes-0017, runs 19-21: 11.2/9.7/8.6 % from its mode
 8.1/7.0/6.3 % after the record, under the 8.3 % where 80 GB beats 40 GB; it ran out at run 21): two
 modes seeds 1-4 6/16/10/5 at 14,332/21,405/17,496/15,709 GB-h, GenTD26 by the hour 17 at 118,064
 (+0.4 %), the rest the same.
+Kept since (2026-12-07; core/calibration.py, `Calibrated`), that same order on the core as it
+is now (the count's kernel, its streak test and the cap past the largest peak came after that
+trial): the factor multiplies the model's chance and the action's count then has its say on
+that, and the record is kept from the model's chance alone (`Decision.model_oom_chance`). Why:
+the record says how a t fitted to a handful of runs misjudges a size, not how often this
+action's own runs passed it; two modes seed 5's modes-0025, whose count said 12-20 % at the 40 GB
+slice, was put there at a stated 2-8 % for its runs 4 to 20 (true 17 %), and is put on the card
+from its 9th. Measured in process (`recommender evaluate --runner in-process --trace T --seeds
+S | --window-minutes W --quiet`; first attempts that ran out at reserved GB-h, before -> after):
+two modes seeds 1-8 5/17/10/6/14/7/3/9, 71 at 126,256 -> 5/16/9/5/12/5/2/9, 63 at 126,550
+(+0.2 %; VPA 61 at 136,973), fewer or as many on every draw; step change seeds 1-12 157 at 154,470
+-> 156 at 154,486; GenTD26 by the hour 17 at 117,700 -> 117,805 (+0.1 %), by 30 minutes 52 at
+111,324 -> 111,428, by 15 minutes 89 at 101,872 -> 101,865; one model per action seed 1 3 at
+15,542 -> 15,543. By OOM_WAIT_GPUS the eight OOMs on two modes are worth more than the memory
+they cost (each 5 whole 80 GB cards for a 10-minute run, about 67 GB-h: 530 against 294).
 Tried and not kept (2026-12-06, a prototype keying the record by the runs before each first attempt,
 in process with the runs from a side table; groups: first, second, third, fourth to tenth, eleventh
 on): generated with 1,000 actions seeds 7/1 26/22 OOMs at 13,786/14,591 GB-h -> 19/17 at

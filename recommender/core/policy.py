@@ -101,6 +101,14 @@ class _Remembered:
             found = self._seen[mib] = self._need.survival(mib)
         return found
 
+    def model_survival(self, mib: float) -> float:
+        """The model's chance before the action's count (what a young action's record
+        corrects): read once per size, by `Calibrated`, which remembers its own."""
+        return self._need.model_survival(mib)
+
+    def counted(self, mib: float, chance: float) -> float:
+        return self._need.counted(mib, chance)
+
 
 def _seen_said(predictive: Predictive, mib: float) -> str:
     """What the action's own runs did to the model's chance at the slice
@@ -126,8 +134,10 @@ def _calibrated(calibration: SliceCalibration | None, model: float | None, state
                 mib: float) -> str:
     """" (its model says 0.8 %; young actions' first attempts on 40,448 MiB ran out 24 times
     where their chances added up to 6.8)" when the population's record moved the chance by
-    more than a tenth: a stated chance that is not the model's must say where it came from."""
-    if calibration is None or model is None or math.isclose(stated, model, rel_tol=0.1):
+    more than a tenth: a stated chance that is not the model's must say where it came from.
+    Not where only the action's own count moved it (`_seen_said` says that)."""
+    if (calibration is None or model is None or math.isclose(stated, model, rel_tol=0.1)
+            or math.isclose(calibration.factor(mib), 1.0, rel_tol=0.1)):
         return ""
     return f" (its model says {model:.1%}; {calibration.describe(mib)})"
 

@@ -419,6 +419,22 @@ class Predictive:
         x = self._x(mib)
         return 1.0 if x is None else self._tail(x)
 
+    def model_survival(self, mib: float) -> float:
+        """P(need > mib) before the action's own count of runs past `mib` has its say: what
+        a young action's record (`core.calibration`) corrects, as it learned from it."""
+        if mib < self.floor_mib:
+            return 1.0
+        x = self._x(mib)
+        return 1.0 if x is None else self._model_tail(x)
+
+    def counted(self, mib: float, chance: float) -> float:
+        """`chance`, a model's chance at `mib` (this one's, or this one's corrected by the
+        young actions' record), once the action's own count of runs past `mib` has had its
+        say, as `survival` lets it have its say on the model's own."""
+        if mib < self.floor_mib:
+            return 1.0
+        return chance if self.seen is None else self.seen.survival(mib, chance)
+
     def raised_by_seen(self, mib: float) -> tuple[float, float] | None:
         """(the model's own chance, the share of the action's runs past `mib`) when that
         share raised the chance of an OOM at `mib`; None when it did not. The reason says so:
@@ -509,6 +525,20 @@ def _survival(x: float, loc: float, scale: float, df: float) -> float:
 class Tail(Protocol):
     def survival(self, mib: float) -> float:
         """P(need > mib)."""
+        ...
+
+
+class CountedTail(Tail, Protocol):
+    """A need whose chance at a size is a model's, then the action's own count of runs past
+    it (`Predictive.seen`): a correction of the model's tail (`core.calibration`) goes
+    between the two, not on top of the count."""
+
+    def model_survival(self, mib: float) -> float:
+        """P(need > mib) as the model says, before the count."""
+        ...
+
+    def counted(self, mib: float, chance: float) -> float:
+        """`chance`, a model's chance at `mib`, once the count has had its say."""
         ...
 
 
