@@ -652,7 +652,15 @@ two modes seeds 1-8 5/17/10/6/14/7/3/9, 71 at 126,256 -> 5/16/9/5/12/5/2/9, 63 a
 -> 156 at 154,486; GenTD26 by the hour 17 at 117,700 -> 117,805 (+0.1 %), by 30 minutes 52 at
 111,324 -> 111,428, by 15 minutes 89 at 101,872 -> 101,865; one model per action seed 1 3 at
 15,542 -> 15,543. By OOM_WAIT_GPUS the eight OOMs on two modes are worth more than the memory
-they cost (each 5 whole 80 GB cards for a 10-minute run, about 67 GB-h: 530 against 294).
+they cost (each 5 whole 80 GB cards for a 10-minute run, about 67 GB-h: 530 against 294). On
+scratch generators no constant was tuned on (120 actions, most of them young: 3,000 runs weighed
+1/(i+1)^0.8, levels 2-40 GB, no inputs, A100 and H100 pools, in process through
+`replay.replay_service`; 15bd55a against 1a90835, seeds 1/2, first attempts that ran out at
+reserved GB-h): a rarer, nearer heavy mode (5-15 % of the runs at 1.2-1.5x) 19/34 at
+11,629/17,806 -> 20/33 at 11,608/17,778; three modes 17/18 at 14,013/21,668 -> 16/17 at
+14,022/21,663; one mode with t(3) scatter 16/12 at 11,795/14,296 -> 14/10 at 11,789/14,296 (VPA
+12/23, 22/29 and 8/4 at 7-11 % more memory, about where the service's own frontier puts that
+memory: `replay.frontier_point`).
 Tried and not kept (2026-12-06, a prototype keying the record by the runs before each first attempt,
 in process with the runs from a side table; groups: first, second, third, fourth to tenth, eleventh
 on): generated with 1,000 actions seeds 7/1 26/22 OOMs at 13,786/14,591 GB-h -> 19/17 at
