@@ -92,11 +92,13 @@ def test_a_young_action_takes_the_larger_slice_where_first_attempts_ran_out_more
     assert "its model says" in lowered.reason and "ran out 0 times" in lowered.reason
 
 
-def counted_heavy_mode() -> Predictive:
+def counted_heavy_mode(heavy: int = 3) -> Predictive:
     """A young action whose level says about 1 % past 40 GB and whose own twelve runs passed
-    it three times (a heavier mode): the count raises the chance there to about 14 %."""
+    it `heavy` times (a heavier mode): three raise the chance there to about 14 %."""
     peaks = np.array([29_000.0, 42_500.0, 28_800.0, 29_300.0, 29_100.0, 42_700.0, 28_900.0,
                       29_200.0, 29_000.0, 42_300.0, 28_700.0, 29_100.0])  # newest first
+    lighter = np.flatnonzero(peaks > 40_000)[heavy:]
+    peaks[lighter] = 29_000.0
     seen = SeenPeaks.of(peaks, np.ones_like(peaks), prior=config.ONLINE_SEEN_PRIOR,
                         recent=config.ONLINE_SEEN_RECENT)
     return Predictive(loc=math.log(30_000), scale=0.1, df=6.0, seen=seen)
@@ -135,3 +137,18 @@ def test_a_young_action_whose_runs_passed_a_slice_leaves_it_whatever_the_record_
     assert decided.rung.profile.memory_mib > M40
     assert decided.model_oom_chance is not None
     assert decided.model_oom_chance < 0.001  # the card's, by the model alone
+
+
+def test_the_reason_names_the_record_only_where_its_factor_moved_the_chance(
+        catalog: Catalog) -> None:
+    """One run in twelve past 40 GB raises the chance there to about 5 %, below the card's
+    8.3 %: the reason says the action's runs did it, and says nothing of a record that has no
+    first attempt at that size (its factor 1)."""
+    request = Request("act", "", (mk(catalog, model=A100_80),))
+    need = counted_heavy_mode(heavy=1)
+    estimate = Estimate(mib=31_000, source=HISTORY, quantile=0.95, detail="test",
+                        predictive=need)
+    decided = recommend(request, estimate, calibration=EMPTY)
+    assert decided.rung.profile.memory_mib == M40
+    assert decided.oom_chance > 2 * need.model_survival(M40)
+    assert "of its runs" in decided.reason and "its model says" not in decided.reason
