@@ -198,8 +198,9 @@ class Decision:
     risk against what happened: expected cost is only as good as these chances."""
     model_oom_chance: float | None = None
     """For a young action's first attempt (core.calibration): the chance its model put on the
-    slice before the population's record at that size moved it; None otherwise. What the
-    record is kept from: the stated chance includes the record's own factor."""
+    slice before the population's record at that size moved it, and before the action's own
+    count of its runs past the size raised it; None otherwise. What the record is kept from:
+    the stated chance includes the record's own factor and the count."""
 
 
 @dataclass(frozen=True)
