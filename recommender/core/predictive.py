@@ -76,6 +76,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Protocol
@@ -414,18 +415,19 @@ class Predictive:
 
     def survival(self, mib: float) -> float:
         """P(need > mib): the chance that a slice of `mib` runs out of memory."""
-        if mib < self.floor_mib:
-            return 1.0
-        x = self._x(mib)
-        return 1.0 if x is None else self._tail(x)
+        return self._read(mib, self._tail)
 
     def model_survival(self, mib: float) -> float:
         """P(need > mib) before the action's own count of runs past `mib` has its say: what
         a young action's record (`core.calibration`) corrects, as it learned from it."""
+        return self._read(mib, self._model_tail)
+
+    def _read(self, mib: float, tail: Callable[[float], float]) -> float:
+        """`tail` at `mib`: certain below the floor, and for a size of nothing in log space."""
         if mib < self.floor_mib:
             return 1.0
         x = self._x(mib)
-        return 1.0 if x is None else self._model_tail(x)
+        return 1.0 if x is None else tail(x)
 
     def counted(self, mib: float, chance: float) -> float:
         """`chance`, a model's chance at `mib` (this one's, or this one's corrected by the
