@@ -1,6 +1,6 @@
 """Work made cheaper on the serving path must give the very same values: the online refit for
 a new prior scale (`ActionModels` keeps each recently fitted action's designs before the prior
-enters, `_Core`) against a refit from scratch on random histories, a changed history fitted
+enters, `fits.Core`) against a refit from scratch on random histories, a changed history fitted
 again; the expected costs with each tail computed once; the population's times in seconds."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import numpy as np
 
 from recommender.core.catalog import Catalog
 from recommender.core.domain import Outcome, Sample
-from recommender.core.online import ActionModel, ActionModels, common_features, fit_action
+from recommender.core.fits import ActionModel
+from recommender.core.online import ActionModels, common_features, fit_action
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 

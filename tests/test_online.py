@@ -17,22 +17,17 @@ import pytest
 from recommender.core import config
 from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
+from recommender.core.designs import Design, best_exponents, candidates
 from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.estimation import POPULATION, Evidence, default_estimator
+from recommender.core.fits import ActionModel, Fit
 from recommender.core.ladder import next_rung
+from recommender.core.lending import borrowed_of, powers_of, slopes_for
 from recommender.core.local import local_errors
 from recommender.core.online import (
-    ActionModel,
     ActionModels,
-    Design,
-    Fit,
-    _best_exponents,
-    _borrowed_of,
     _cores,
-    _designs,
     _own_tail,
-    _powers_of,
-    _slopes_for,
     common_features,
     fit_action,
 )
@@ -278,7 +273,7 @@ def test_memory_that_grows_with_the_product_of_two_inputs_is_modelled_as_such() 
         got = model.predict({"batch_size": batch, "input_mb": size})
         assert got is not None
         assert need < got[0].quantile(0.95) < need * 1.15, (batch, size)
-    assert not any(d.products for d in _designs(("batch_size",), 80))
+    assert not any(d.products for d in candidates(("batch_size",), 80))
 
 
 @pytest.mark.parametrize(("exponents", "inputs", "per_item"), [
@@ -965,7 +960,7 @@ def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
         if int(finite.sum()) < 3:
             return None
         # The exponents are the design's choice (tested on its own); the fit given them here.
-        exponents = design.exponents or _best_exponents(raw[finite], y_mib[finite], w[finite])
+        exponents = design.exponents or best_exponents(raw[finite], y_mib[finite], w[finite])
         if exponents is None:
             return None
         power = np.ones(n)
@@ -1040,7 +1035,7 @@ def test_the_shared_fit_is_the_least_squares_of_each_design() -> None:
         names = common_features(samples)
         model = fit_action(samples, names, 0.1)
         assert model is not None
-        designs = [d for d in _designs(names, n) if _reference_fit(d, samples, 0.1)]
+        designs = [d for d in candidates(names, n) if _reference_fit(d, samples, 0.1)]
         assert sorted(f.design.name for f in model.fits) == sorted(d.name for d in designs)
         # Beside designs on the inputs, the others are judged on the inputs' weights.
         judge = (config.ONLINE_HALF_LIFE_WITH_INPUTS
@@ -1447,10 +1442,10 @@ def _two_runs_on_batch() -> list[Sample]:
 def test_the_borrowed_slope_is_the_median_of_other_actions_on_a_grid() -> None:
     five = [{"batch": 0.61}, {"batch": 0.7}, {"batch": 0.82, "side": 2.0}, {"batch": 0.9},
             {"batch": 0.72}]
-    borrowed = _borrowed_of(five)
+    borrowed = borrowed_of(five)
     assert borrowed == {"batch": pytest.approx(0.7)}  # side: one action cannot tell
-    assert _borrowed_of(five[:-1]) == {}  # four actions are too few
-    assert _borrowed_of([*five, {"batch": 0.71}])["batch"] == pytest.approx(0.7)  # on the grid
+    assert borrowed_of(five[:-1]) == {}  # four actions are too few
+    assert borrowed_of([*five, {"batch": 0.71}])["batch"] == pytest.approx(0.7)  # on the grid
 
 
 def test_a_young_action_scales_its_first_runs_by_other_actions_slopes() -> None:
@@ -1484,8 +1479,8 @@ def test_a_young_action_borrows_the_slopes_there_are() -> None:
         models.get(f"old-{a}", _scaling(0.8, 1000.0 * (1 + a), 40, seed=a), 0.3)
     young = [run(3000.0 * 5 ** 0.8, 0, {"batch": 4.0, "seq": 512.0}),
              run(3000.0 * 3 ** 0.8, 1, {"batch": 2.0, "seq": 1024.0})]
-    assert _slopes_for(models.borrowed, ("batch", "seq")) == (models.borrowed["batch"], None)
-    assert _slopes_for(models.borrowed, ("seq",)) == ()
+    assert slopes_for(models.borrowed, ("batch", "seq")) == (models.borrowed["batch"], None)
+    assert slopes_for(models.borrowed, ("seq",)) == ()
     model = models.get("young", young, 0.3)
     assert model is not None
     found = model.predict({"batch": 32.0, "seq": 512.0})
@@ -1530,10 +1525,10 @@ def _footprint(base: float, per_item: float, runs: int, seed: int) -> list[Sampl
 def test_the_borrowed_powers_are_those_most_actions_with_the_inputs_chose() -> None:
     ab = ("batch", "size")
     shown = [(ab, (1.0, 0.5))] * 5 + [(ab, (1.0, 1.0))] * 3 + [(("batch", "seq"), (1.0, 2.0))]
-    assert _powers_of(shown) == {ab: (1.0, 0.5)}  # batch, seq: one action cannot tell
-    assert _powers_of(shown[1:]) == {}  # four actions are too few for the most common
+    assert powers_of(shown) == {ab: (1.0, 0.5)}  # batch, seq: one action cannot tell
+    assert powers_of(shown[1:]) == {}  # four actions are too few for the most common
     tie = [(ab, (1.0, 1.0))] * 5 + [(ab, (1.0, 0.5))] * 5
-    assert _powers_of(tie) == _powers_of(tie[::-1]) == {ab: (1.0, 0.5)}  # the smaller
+    assert powers_of(tie) == powers_of(tie[::-1]) == {ab: (1.0, 0.5)}  # the smaller
 
 
 def test_a_young_action_sizes_a_large_request_by_other_actions_powers() -> None:
@@ -1560,7 +1555,7 @@ def test_a_young_action_sizes_a_large_request_by_other_actions_powers() -> None:
     need, fit = found
     assert fit.design.lent_powers and fit.design.exponents == (1.0, 0.5)
     assert 0.9 * truth < need.quantile(0.5) < 1.1 * truth
-    slopes = _slopes_for(models.borrowed, ("batch", "size"))
+    slopes = slopes_for(models.borrowed, ("batch", "size"))
     before = fit_action(young, ("batch", "size"), 0.3, slopes)  # without the powers
     assert before is not None
     lent = next(f for f in before.fits if f.design.slopes)

@@ -99,7 +99,7 @@ ONLINE_BORROW_MAX_RUNS = 30
 ONLINE_BORROW_MIN_RUNS = 3
 ONLINE_BORROW_SLOPE_STEP = 0.05
 """A young action (up to ONLINE_BORROW_MAX_RUNS executions) also gets a power law in its inputs
-whose slopes are other actions' (online.Design.slopes), only its level its own: per input name, the
+whose slopes are other actions' (designs.Design.slopes), only its level its own: per input name, the
 median slope of the actions' own power laws once each has ONLINE_BORROW_MIN_RUNS executions beyond
 its parameters (3: as soon as it is fitted at all, at 4 runs more than it has inputs) (over the
 last ONLINE_INPUT_PRIOR_ACTIONS fitted, once ONLINE_INPUT_PRIOR_MIN_ACTIONS show it), on a grid of
@@ -179,7 +179,7 @@ ONLINE_BORROW_POWERS_MIN_RUNS = 2
 """From this many runs (two parameters: fitted exactly through two runs, with a spare run for a
 leave-one-out error from the third) a young action (up to ONLINE_BORROW_MAX_RUNS) also has a fixed
 footprint plus the power of its inputs that most of the grown actions with the same input names
-chose for their own such design (online.Design.lent_powers; once ONLINE_INPUT_PRIOR_MIN_ACTIONS
+chose for their own such design (designs.Design.lent_powers; once ONLINE_INPUT_PRIOR_MIN_ACTIONS
 chose the same powers, among the last ONLINE_INPUT_PRIOR_ACTIONS fitted, as with slopes, from
 ONLINE_BORROW_MIN_RUNS runs beyond their parameters), its footprint and per-item cost its own. Its
 own such design waits for four runs more than it has inputs. Why: the power law with borrowed slopes
@@ -255,7 +255,7 @@ GB-h, seed 7 26 -> 25 at 13,786 -> 14,071)."""
 ONLINE_BORROW_POWERS_EXACT_RATIO = 1.5
 """Through two runs (ONLINE_BORROW_POWERS_MIN_RUNS), other actions' powers are fitted only where the
 inputs' power at one run is at least this many times that at the other (and the fit's per-item cost
-is above zero, its footprint not below: `online._holds_two_runs`). Why: the fit goes through both
+is above zero, its footprint not below: `fits.holds_two_runs`). Why: the fit goes through both
 peaks, so its per-item cost is their difference over the powers' difference; where the powers are
 close, that difference is mostly run-to-run noise, and a request far from both extrapolates it. In a
 sweep of 2,000 young actions of the test's shape (1 to 3 % noise, a review helper's scratch,
@@ -979,7 +979,7 @@ value or a step in one action does not widen every action's second run. Used twi
   depends on a slope no run of it has shown. On the generated workload the noise is about 0.05
   in log and an action's slope strays by about 0.16 on the batch and 0.12 on the input size,
   where the one spread was 0.17.
-- Its third execution, on the power law with lent slopes (online.Fit.misfit): the design's prior
+- Its third execution, on the power law with lent slopes (fits.Fit.misfit): the design's prior
   spread is the noise, not that one spread (which counted the slopes' misses at an average
   distance), and a request is widened by the slopes' variance times its distance from the runs'
   inputs: the third runs far above their first two batches had run out 16 times where their

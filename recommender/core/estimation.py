@@ -23,7 +23,8 @@ from typing import Protocol
 
 from recommender.core import config
 from recommender.core.domain import Outcome, Sample
-from recommender.core.online import ActionModel, ActionModels, Fit
+from recommender.core.fits import ActionModel, Fit
+from recommender.core.online import ActionModels
 from recommender.core.population import Population
 from recommender.core.ports import MemoryPredictor
 from recommender.core.predictive import Predictive, t_quantile

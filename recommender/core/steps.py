@@ -2,7 +2,7 @@
 
 A new version of an action's code can need more (or less) memory from one execution on, and
 nothing in the request says so. The online designs (`core.online`) follow such a step by
-weighing recent runs more, and their change posterior (`online._change_posterior`) sizes the
+weighing recent runs more, and their change posterior (`level_change.change_posterior`) sizes the
 first runs after it. But both judge a design's leave-one-out errors, and those fade as the
 design's weights move to the new level, while the runs on both sides of the step stay in the
 design's spread for dozens of runs: a half-life of 6 to 12 executions still gives the old level
@@ -41,7 +41,7 @@ class Step:
     t: float
     variance: float
     """Of the shift (log MiB squared): the runs moved by it carry its error into every
-    design's level, which their own scatter does not show (`online.Fit.predict` adds it)."""
+    design's level, which their own scatter does not show (`fits.Fit.predict` adds it)."""
 
     def said(self) -> str:
         """For the reason: what was seen and what was done with it."""
