@@ -1765,6 +1765,55 @@ def test_errors_that_are_scatter_near_every_input_are_not_kept() -> None:
     assert local_errors(inputs, rng.normal(0, 1, 200), np.ones(200)) is None
 
 
+def test_scatter_that_grows_with_an_input_is_kept_as_a_scale_near_each_input() -> None:
+    """Errors of mean zero near every input, three times wider at one end than at the other
+    (padding to a batch's longest item): no local mean helps, a local scale does."""
+    rng = np.random.default_rng(3)
+    batch = rng.choice([1.0, 8.0, 64.0], size=300)
+    inputs = np.log1p(np.column_stack([batch, np.full(300, 512.0)]))
+    sd = np.where(batch == 64.0, 1.6, np.where(batch == 8.0, 1.0, 0.5))
+    local = local_errors(inputs, rng.normal(0.0, 1.0, 300) * sd, np.ones(300))
+    assert local is not None
+    wide = local.at(np.log1p([64.0, 512.0]))
+    narrow = local.at(np.log1p([1.0, 512.0]))
+    assert abs(wide[0]) < 0.3 and abs(narrow[0]) < 0.3
+    assert wide[1] == pytest.approx(1.6 ** 2, rel=0.3)
+    assert narrow[1] == pytest.approx(0.5 ** 2, rel=0.3)
+    # Fewer runs than ONLINE_LOCAL_SCALE_MIN_RUNS: a spread near each input is a guess (the
+    # test kept a tenth of young actions' plain scatter), and the design's one scale stays.
+    few = config.ONLINE_LOCAL_SCALE_MIN_RUNS - 1
+    assert local_errors(inputs[:few], rng.normal(0.0, 1.0, few) * sd[:few],
+                        np.ones(few)) is None
+
+
+def test_an_action_whose_scatter_grows_with_its_batch_is_given_its_chance_at_each_batch() -> None:
+    """Its peaks' log scatter 4 % at a batch of 1 and 12 % at 64: one scale for all states
+    many times 3 % past the true 97th percentile at a batch of 1 and a fraction of it at 64.
+    Its errors near each batch give each a scale of its own: over six draws, the chances'
+    distance from 3 % (in log) is less than 0.6 times what it was."""
+    off, off_without = [], []
+    for seed in range(5, 11):
+        rng = random.Random(seed)
+        samples = []
+        for i in range(300):
+            batch, tokens = float(rng.choice([1, 4, 16, 64])), float(rng.choice([256, 1024]))
+            sd = 0.04 * (1 + batch / 32)
+            samples.append(run((3000 + 200 * batch + 2 * tokens) * math.exp(rng.gauss(0, sd)),
+                               i, {"batch_size": batch, "tokens": tokens}))
+        model = fit_action(samples, ("batch_size", "tokens"), 0.1)
+        assert model is not None
+        fit = model.fits[0]
+        assert fit.local is not None
+        without = replace(fit, local=None, own=None)
+        for batch in (1.0, 64.0):
+            x = {"batch_size": batch, "tokens": 1024.0}
+            p97 = (3000 + 200 * batch + 2048) * math.exp(
+                NormalDist().inv_cdf(0.97) * 0.04 * (1 + batch / 32))
+            off.append(abs(math.log(_chance_past(fit, x, p97) / 0.03)))
+            off_without.append(abs(math.log(_chance_past(without, x, p97) / 0.03)))
+    assert np.mean(off) < 0.6 * np.mean(off_without)
+
+
 def test_where_the_design_has_the_action_s_shape_its_errors_near_an_input_keep_the_need() -> None:
     """A design of the action's own shape fitted on its recent runs (half-life 12) misses its
     older runs by a little, in a way that depends on their inputs (its slopes are the recent

@@ -341,6 +341,7 @@ ONLINE_LOCAL_PRIOR = 2.0
 ONLINE_LOCAL_SPAN = 16.0
 ONLINE_LOCAL_GAIN = 0.9
 ONLINE_LOCAL_CHECKED = 200
+ONLINE_LOCAL_SCALE_MIN_RUNS = 30
 """A design's errors near the request's inputs move its location and scale there, where its
 shape misses the action's (core.local). The runs near are weighed by a normal kernel on the
 log1p inputs, ONLINE_LOCAL_BANDWIDTH wide: 0.35, so a run at twice or half an input weighs 0.14
@@ -367,7 +368,31 @@ at 22,565/22,919; both, 13/13 at 22,644/22,965, and with a bandwidth of 0.25 13/
 22,690/23,073; a prior of 1 run, 11/12 at 22,357/22,689 (0.3 % less again, within a draw's
 noise, where one run near would move a request by its own error). A first prototype without
 the check (a prior of 5, a span of 4): the step change seed 11 had one more OOM (12), and one
-model per action 4.4 instead of 3.8 OOMs expected."""
+model per action 4.4 instead of 3.8 OOMs expected.
+Kept also where the local scale alone would have scored those runs better (2026-12-07), once
+ONLINE_LOCAL_SCALE_MIN_RUNS runs are checked: their normal log score (-2 log density, in the
+design's scale) at the local shift and spread against at the design's, at least
+-log(ONLINE_LOCAL_GAIN), about 0.1, a run better. Why: a scatter that grows with an input
+(padding to the longest item of a larger batch) leaves errors of mean zero near every input, so
+the mean-square test never kept them, and one scale for every input stated too little at the
+wide end and too much at the narrow one (a scratch generator, 100 actions whose peaks are a
+footprint plus per-batch and per-token costs, their log scatter 2-10 % times 1 + batch/32:
+grown actions' first slices at a batch of 64 stated 6.2 OOMs where the truth was 16.5, at
+batches of 2 to 16 2.5-3.4 where it was 0.2-0.8). Why from 30 runs: a spread near each input
+from a few runs is a guess. On histories of the right shape and a constant scatter (bench
+online's), the log-score test alone kept it for 9 of 40 draws of 10 runs and 4 of 20 runs (the
+mean-square test alone: 2 of 50 and 1 of 50); from 30 runs on, 0-2 of 40, while it kept 15, 20
+and 37 of 40 draws of 30, 50 and 100 runs of a scatter that grows with the batch
+(tests/test_online.py's). In process, the same replay protocol (retrained at 30/50/70/90 %),
+first attempts that ran out at reserved GB-h, before -> after: that generator seeds 3/4 47/43 at
+35,158/33,023 -> 41/43 at 35,100/32,980 (OOMs expected on the first slices 47.6/49.9 ->
+43.0/49.4; the best slices knowing each distribution 17.2/18.3: most of the gap is left, the
+kernel over a second, continuous input leaves few runs near each batch); the same generator with
+a constant scatter (seed 1) 29 at 32,026 -> 32,003; generated input-dependent seed 7 2 at 11,669
+and shapes seed 5 11 at 22,431, the same; one model per action seed 1 3 at 15,543 -> 15,546;
+step change seed 11 11 at 13,899 -> 13,907. Workloads without inputs have no design it applies
+to. Its cost: the estimate of an action with inputs whose local errors are kept is the
+attention rows of `python -m bench online` (about 90-110 us against 50-80 without)."""
 
 ONLINE_TAIL_PRIOR = 30.0
 ONLINE_TAIL_SPAN = 4.0

@@ -12,10 +12,13 @@ moves the location, and their spread about it the scale.
 
 Only where it would have predicted the action's own runs better (`local_errors`): where the
 design's shape is the action's, the errors near any input are scatter, and a local mean of
-scatter would move each request by noise."""
+scatter would move each request by noise. The same errors also show a scatter that grows with an
+input (padding to the longest item of a larger batch): of mean zero near every input, wider at
+one end, where the local spread scores the runs better than the design's one scale."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,7 +64,9 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     """The errors near each input, where they would have told the design's newest runs
     (ONLINE_LOCAL_CHECKED of them) more than the design alone: the mean square of those runs'
     errors less their shift from the other runs near them, at most ONLINE_LOCAL_GAIN times
-    their mean square as they were. None where not."""
+    their mean square as they were; or their normal log score at the shift and spread near
+    them, -log(ONLINE_LOCAL_GAIN) a run better than at the design's (a scatter that grows with
+    an input, whose errors are of mean zero everywhere). None where not."""
     # A run that lacked an input an idle power left out of the design is near nothing.
     keep = (weights > 0) & np.all(np.isfinite(inputs), axis=1)
     if int(keep.sum()) < 2:
@@ -82,7 +87,16 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     shift, ratio = _moved(near[:, 0] - w, near[:, 1] - w * e, near[:, 2] - w * e * e,
                           (k * k) @ sums[:, 3] - w * w)
     moved = e - shift
-    if not float(w @ (moved * moved)) <= config.ONLINE_LOCAL_GAIN * float(w @ (e * e)):
+    square = float(w @ (e * e))
+    better_located = float(w @ (moved * moved)) <= config.ONLINE_LOCAL_GAIN * square
+    # Or better scaled: the runs' normal log score at their local location and scale against
+    # at the design's (-2 log density, constants dropped), at least -log(ONLINE_LOCAL_GAIN) a
+    # run better. The location alone misses a scatter that grows with an input (padding to a
+    # batch's longest item): errors of mean zero near every input, wide at one end.
+    better_scaled = checked >= config.ONLINE_LOCAL_SCALE_MIN_RUNS and (
+        float(w @ (np.log(ratio) + moved * moved / ratio))
+        <= square + math.log(config.ONLINE_LOCAL_GAIN) * float(w.sum()))
+    if not (better_located or better_scaled):
         return None  # not better, or not a number
     return LocalErrors(rows, sums, (moved / np.sqrt(ratio), w))
 
