@@ -22,7 +22,8 @@ from recommender.core.arrays import FloatArray
 
 T = TypeVar("T", float, FloatArray)
 Lent = tuple[float | None, ...]
-"""Other actions' slope per input name of an action, None where none is lent (`slopes_for`)."""
+"""Other actions' slope per input name of an action, None where none is lent
+(`lending.slopes_for`)."""
 
 
 @dataclass(frozen=True)

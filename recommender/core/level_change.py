@@ -4,8 +4,8 @@ A new version of an action's code can need more memory from one execution on, an
 the request says so. Each design's newest leave-one-out errors are weighed against its usual
 scatter: "the last m moved together by an unknown shift" against "they are the usual scatter",
 for each m up to ONLINE_CHANGE_LOOKBACK. A likely change adds a component to the predictive
-tail (`Fit.changes`), so the next slice is sized for the new level before a second OOM proves
-it; and the design is ranked on the runs before the change (`Fit.selection_loss`).
+tail (`fits.Fit.changes`), so the next slice is sized for the new level before a second OOM proves
+it; and the design is ranked on the runs before the change (`fits.Fit.selection_loss`).
 """
 
 from __future__ import annotations
