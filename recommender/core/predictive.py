@@ -397,10 +397,7 @@ class Predictive:
         return mib
 
     def _tail(self, x: float) -> float:
-        total = self._model_tail(x)
-        if self.seen is not None:
-            total = self.seen.survival(self._mib(x), total)
-        return total
+        return self._counted(self._mib(x), self._model_tail(x))
 
     def _model_tail(self, x: float) -> float:
         """The tail before the action's own count (`seen`) has its say."""
@@ -435,6 +432,10 @@ class Predictive:
         say, as `survival` lets it have its say on the model's own."""
         if mib < self.floor_mib:
             return 1.0
+        return self._counted(mib, chance)
+
+    def _counted(self, mib: float, chance: float) -> float:
+        """The one place the action's count of its runs past `mib` has its say on a chance."""
         return chance if self.seen is None else self.seen.survival(mib, chance)
 
     def raised_by_seen(self, mib: float) -> tuple[float, float] | None:
