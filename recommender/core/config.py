@@ -394,6 +394,36 @@ step change seed 11 11 at 13,899 -> 13,907. Workloads without inputs have no des
 to. Its cost: the estimate of an action with inputs whose local errors are kept is the
 attention rows of `python -m bench online` (about 90-110 us against 50-80 without)."""
 
+ONLINE_LOCAL_SLOPE_COST = 2.0
+ONLINE_LOCAL_SLOPE_STEPS = 25
+ONLINE_LOCAL_SLOPE_RANGE = 16.0
+"""A design's error variance that grows with an input whatever the others are: the log of its
+variance (in units of its scale) linear in the log1p inputs, one slope per input, fitted over
+every run the kernel weighs (core.local, `_variance_slopes`: the squared errors' gamma
+regression on a log link, at most ONLINE_LOCAL_SLOPE_STEPS steps of Fisher scoring, each halved
+until it betters the fit). Why: the kernel (ONLINE_LOCAL_*) reads a spread near a request from
+the runs near it in every input at once; beside a second, continuous input (tokens beside the
+batch) few are, and a scatter that grows with the batch was stated too small at the wide end (a
+scratch generator, 100 actions whose peaks are a footprint plus per-batch and per-token costs,
+log scatter 2-10 % times 1 + batch/32: with the kernel alone, grown actions' first slices at a
+batch of 64 stated 6.6 OOMs where the truth was 13.3, at batches of 2 to 16 2.2-3.1 where it was
+0.3-0.8; ONLINE_LOCAL_SCALE_MIN_RUNS's note). Kept where the newest checked runs' normal log
+score is a tenth a run better than at one variance (as the kernel's scale, and only from
+ONLINE_LOCAL_SCALE_MIN_RUNS runs), and by ONLINE_LOCAL_SLOPE_COST more for each slope: a slope
+fitted on those same runs betters their score by about 1 (a chi-square with one degree of
+freedom) where none is real, and at a cost of 2 (Akaike's) histories of plain scatter kept
+slopes 1 % of the time at 30 and 50 runs (scratch, 300 draws each), those whose scatter grows as
+1 + batch/32 60 % and 75 %. Held within the range of the runs' own fitted variances, and
+ONLINE_LOCAL_SLOPE_RANGE times the one variance either way (a 4x spread: peaks that repeat to
+the MiB at some inputs are no reason to state them certain there). The kernel then reads the
+errors in units of it.
+In process, the same replay protocol (retrained at 30/50/70/90 %), first attempts that ran out
+at reserved GB-h, before -> after (2026-12-07): that generator (written again, so other draws
+than the note above's) seeds 3/4 41/48 at 32,069/31,908
+-> 38/49 at 32,073/31,817; shapes seed 5 11 at 22,431 -> 12 at 22,459; generated seed 7 2 at
+11,669 -> 11,672; one model per action seed 1 and the step change seed 11 the same (3 at
+15,545, 11 at 13,907). Workloads without inputs have no design it applies to."""
+
 ONLINE_TAIL_PRIOR = 30.0
 ONLINE_TAIL_SPAN = 4.0
 """An action's own errors correct the t's upper tail (predictive.OwnTail): the t counts as

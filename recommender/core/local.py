@@ -14,7 +14,15 @@ Only where it would have predicted the action's own runs better (`local_errors`)
 design's shape is the action's, the errors near any input are scatter, and a local mean of
 scatter would move each request by noise. The same errors also show a scatter that grows with an
 input (padding to the longest item of a larger batch): of mean zero near every input, wider at
-one end, where the local spread scores the runs better than the design's one scale."""
+one end, where the local spread scores the runs better than the design's one scale.
+
+A kernel sees such a scatter only where runs came near the request in every input at once: with
+a second, continuous input (a sequence length beside the batch) few do, and the spread near each
+request is read from a handful of runs. A scale that grows with an input whatever the others
+are is one slope per input: the log of the errors' variance, linear in the log inputs
+(`_variance_slopes`), fitted over every run. Kept where it scores the runs better than one
+scale does, by as much as the kernel must, less the slopes it spent; the kernel then reads
+the errors in units of it."""
 
 from __future__ import annotations
 
@@ -46,17 +54,43 @@ class LocalErrors:
     """The newest runs' errors as the runs near each (but itself) would have moved and scaled
     them, and their weights: the tail the design's errors show once the misfit is taken out
     (`online._own_tail`), which the errors as they were would fatten by the misfit."""
+    variance: VarianceSlopes | None = None
+    """A variance that grows with the inputs, in whose units `sums` holds the errors."""
 
     def at(self, x: FloatArray) -> tuple[float, float]:
         """At log1p inputs `x`: the shift of the location in units of the scale, and the
         factor on the variance (the local mean square about the shift; 1 where no run was
-        near, which is the design's own)."""
+        near, which is the design's own, or the variance the inputs call for)."""
         d = (self.inputs - x) / config.ONLINE_LOCAL_BANDWIDTH
         k = np.exp(-0.5 * np.einsum("ij,ij->i", d, d))
         total, first, second, _ = k @ self.sums
         shift, ratio = _moved(np.asarray(total), np.asarray(first), np.asarray(second),
                               np.asarray((k * k) @ self.sums[:, 3]))
-        return float(shift), float(ratio)
+        if self.variance is None:
+            return float(shift), float(ratio)
+        v = self.variance.at(x)
+        return float(shift) * math.sqrt(v), float(ratio) * v
+
+
+@dataclass(frozen=True)
+class VarianceSlopes:
+    """The log of a design's error variance (in units of its scale), linear in the log1p
+    inputs: `coef` is (intercept, a slope per input). Held within the range its runs had
+    (beyond the inputs seen, a slope read from them is a guess) and ONLINE_LOCAL_SLOPE_RANGE
+    times the one variance either way (errors of a peak that repeats to the MiB at some
+    inputs are no reason to state it certain there)."""
+
+    coef: FloatArray
+    low: float
+    high: float
+
+    def at(self, x: FloatArray) -> float:
+        return math.exp(min(max(float(self.coef[0] + x @ self.coef[1:]), self.low), self.high))
+
+    def of(self, inputs: FloatArray) -> FloatArray:
+        """The variance at each row of `inputs`."""
+        return np.asarray(np.exp(np.clip(self.coef[0] + inputs @ self.coef[1:],
+                                         self.low, self.high)))
 
 
 def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
@@ -72,13 +106,16 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     if int(keep.sum()) < 2:
         return None
     inputs, errors, weights = inputs[keep], errors[keep], weights[keep]
+    checked = min(errors.shape[0], config.ONLINE_LOCAL_CHECKED)
+    variance = _variance_slopes(inputs, errors, weights, checked)
+    if variance is not None:  # the kernel reads the errors in the variance's units
+        errors = errors / np.sqrt(variance.of(inputs))
     rows, cell = np.unique(inputs, axis=0, return_inverse=True)
     cell = cell.reshape(-1)
     sums = np.zeros((rows.shape[0], 4))
     for j, v in enumerate((weights, weights * errors, weights * errors * errors,
                            weights * weights)):
         sums[:, j] = np.bincount(cell, weights=v, minlength=rows.shape[0])
-    checked = min(errors.shape[0], config.ONLINE_LOCAL_CHECKED)
     w, e = weights[:checked], errors[:checked]
     # Each checked run's shift from the others: the sums over every row, less its own run.
     d = (rows[cell[:checked], None, :] - rows[None, :, :]) / config.ONLINE_LOCAL_BANDWIDTH
@@ -96,9 +133,78 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     better_scaled = checked >= config.ONLINE_LOCAL_SCALE_MIN_RUNS and (
         float(w @ (np.log(ratio) + moved * moved / ratio))
         <= square + math.log(config.ONLINE_LOCAL_GAIN) * float(w.sum()))
-    if not (better_located or better_scaled):
+    if better_located or better_scaled:
+        return LocalErrors(rows, sums, (moved / np.sqrt(ratio), w), variance)
+    if variance is not None:  # the variance's slopes alone: no run is near in the kernel
+        return LocalErrors(rows[:0], sums[:0], (e, w), variance)
+    return None  # not better, or not a number
+
+
+def _variance_slopes(inputs: FloatArray, errors: FloatArray, weights: FloatArray,
+                     checked: int) -> VarianceSlopes | None:
+    """The log variance linear in the log inputs, by weighted maximum likelihood over every
+    run (the squared errors' gamma regression on a log link, by Fisher scoring: no log of an
+    error near zero), held within ONLINE_LOCAL_SLOPE_RANGE times the one variance either way.
+    Kept where the newest `checked` runs' normal log score (-2 log density) is at least
+    -log(ONLINE_LOCAL_GAIN) a run better than at one variance fitted alike, and by
+    ONLINE_LOCAL_SLOPE_COST more for each slope: fitted on those same runs, a slope betters
+    their score by about that much even where none is real. Only from
+    ONLINE_LOCAL_SCALE_MIN_RUNS checked runs, as the kernel's scale."""
+    if checked < config.ONLINE_LOCAL_SCALE_MIN_RUNS:
+        return None
+    x = np.column_stack((np.ones(errors.shape[0]), inputs))
+    y = errors * errors
+    total = float(weights.sum())
+    if not total > 0 or np.ptp(inputs, axis=0).max(initial=0.0) <= 0:
+        return None  # no input moved: a slope is not there to read
+    level = math.log(max(float(weights @ y) / total, 1e-12))
+    coef = np.zeros(x.shape[1])
+    coef[0] = level
+    a = x.T @ (x * weights[:, None]) + 1e-9 * np.eye(x.shape[1])
+    score = _score(x @ coef, y, weights)
+    for _ in range(config.ONLINE_LOCAL_SLOPE_STEPS):
+        # Fisher scoring (one weight per run on a log link), each step halved until it
+        # betters the score: the squared errors are skewed, and a full step can overshoot.
+        eta = x @ coef
+        try:
+            step = np.linalg.solve(a, x.T @ (weights * (y * _exp(-eta) - 1.0)))
+        except np.linalg.LinAlgError:
+            return None
+        for _ in range(30):
+            better = _score(x @ (coef + step), y, weights)
+            if better <= score:
+                break
+            step = step / 2
+        else:
+            break
+        coef, done = coef + step, score - better < 1e-9 * max(abs(score), 1.0)
+        score = better
+        if done:
+            break
+    if not np.all(np.isfinite(coef)):
+        return None
+    eta = x @ coef
+    w, c = weights[:checked], slice(0, checked)
+    sloped = _score(eta[c], y[c], w)
+    flat = float(w @ (level + y[c] * math.exp(-level)))
+    gain = -math.log(config.ONLINE_LOCAL_GAIN) * float(w.sum())
+    if not sloped <= flat - gain - config.ONLINE_LOCAL_SLOPE_COST * inputs.shape[1]:
         return None  # not better, or not a number
-    return LocalErrors(rows, sums, (moved / np.sqrt(ratio), w))
+    bound = math.log(config.ONLINE_LOCAL_SLOPE_RANGE)
+    return VarianceSlopes(coef, max(float(eta.min()), level - bound),
+                          min(float(eta.max()), level + bound))
+
+
+def _score(eta: FloatArray, y: FloatArray, weights: FloatArray) -> float:
+    """The runs' normal log score (-2 log density, constants dropped) at log variances `eta`,
+    their squared errors `y`."""
+    return float(weights @ (eta + y * _exp(-eta)))
+
+
+def _exp(x: FloatArray) -> FloatArray:
+    """exp, held where a float overflows: a log variance 700 from the errors' is not one any
+    step would take."""
+    return np.asarray(np.exp(np.clip(x, -700.0, 700.0)))
 
 
 def _moved(total: FloatArray, first: FloatArray, second: FloatArray, square: FloatArray
