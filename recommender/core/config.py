@@ -424,6 +424,37 @@ than the note above's) seeds 3/4 41/48 at 32,069/31,908
 11,669 -> 11,672; one model per action seed 1 and the step change seed 11 the same (3 at
 15,545, 11 at 13,907). Workloads without inputs have no design it applies to."""
 
+ONLINE_BEYOND_DESIGNS = 4
+ONLINE_BEYOND_LOSS_RATIO = 1.3
+ONLINE_BEYOND_LOSS_WIDTH = 0.5
+"""Beyond the inputs an action's runs had (a request above its largest batch or below its
+least), its best design's shape is a guess: designs its runs ranked nearly as well fit the same
+runs and part ways there. Of the next ONLINE_BEYOND_DESIGNS designs, each on the inputs whose
+loss is within ONLINE_BEYOND_LOSS_RATIO times the best's and that needs more at the request is
+mixed into the predictive at its median with the best design's spread, weighed exp(-(ratio - 1)
+x runs / ONLINE_BEYOND_LOSS_WIDTH) against the best's 1 (fits.ActionModel.predict): a loss 5 %
+worse over 8 runs weighs 0.45, over 40 runs 0.02 (a loss is a mean over the runs, so the evidence
+against a design grows with their number). Those that need less are not heard: the best design's
+own spread already grows with the distance, and an OOM costs a retry. Why: on a scratch
+generator whose peaks are a footprint plus a cost per batch item and per token (log scatter
+2-10 %), young actions asked past their largest batch were passed by their peak several times
+as often as stated (4th to 10th runs: 4.5 OOMs expected where 1.4 were stated); alone, the best
+design of 8 runs at batches 1 to 16 asked for 64 put its 97th percentile below the true peak 21
+% of the times, often a power of a half where the truth is a straight line (tests/
+test_online.py). With the designs heard, 6.5 %; at 12, 20 and 40 runs 10/6.1/0.6 % -> 0.3/1.7/
+0.4 %, the median 97th percentile unchanged (1.59/1.42/1.29/1.21 times the need). Widths of 1
+and 2 were more cautious at 8 runs (4.2 and 3.1 %) for the same median; a width of 0.1 without
+the runs' count (0.61 for a loss 5 % worse at any count) stated 0.1 % at 10 and 20 runs.
+In process, the same protocol, with ONLINE_LOCAL_SLOPE_* (before either -> after both): that
+generator with a scatter that grows with the batch, seeds 3/4, 41/48 at 32,069/31,908 -> 38/46 at
+32,105/31,655; with a constant scatter (seed 1) 33 at 29,746 -> 28 at 29,672 (OOMs expected on the
+first slices 30.5 -> 27.0, 11th run on 13.1 -> 10.2); peaks in batch x tokens (seed 2) 22 at 20,835
+-> 21 at 20,818; shapes seed 5 11 at 22,431 -> 22,455; generated seed 7 2 at 11,669 -> 11,674;
+one model per action seed 1 and the step change seed 11 the same; the generated workload's young
+regime (`--max-actions 200`, 30 runs an action) 6 at 12,874 -> 7 at 12,904, the OOMs expected
+on the first slices 8.2 either way: where the designs' shapes are the action's, the designs heard
+cost 0.2 % and buy nothing. Workloads without inputs have no design it applies to."""
+
 ONLINE_TAIL_PRIOR = 30.0
 ONLINE_TAIL_SPAN = 4.0
 """An action's own errors correct the t's upper tail (predictive.OwnTail): the t counts as

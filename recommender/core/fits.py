@@ -71,6 +71,14 @@ class Fit:
     local: LocalErrors | None = field(default=None, compare=False, repr=False)
     """Its errors near each input, where its shape misses the action's (`core.local`); only
     on a fit that may serve."""
+    span: tuple[tuple[float, float], ...] = field(default=(), compare=False, repr=False)
+    """Per input of the design, the least and the largest value its runs had: beyond them
+    its shape is a guess (`ActionModel.predict`). Only on a fit that may serve."""
+
+    def beyond(self, features: Mapping[str, float]) -> bool:
+        """Whether the request lies beyond the inputs its runs had, in any of its inputs."""
+        return any(not lo <= features.get(f, lo) <= hi
+                   for f, (lo, hi) in zip(self.design.features, self.span, strict=True))
 
     def change_posterior(self, prior_log_scale: float) -> ChangePosterior | None:
         """How likely the action's level moved in each of its last few executions, judged on
@@ -185,12 +193,52 @@ class ActionModel:
     fits: tuple[Fit, ...]
 
     def predict(self, features: Mapping[str, float]) -> tuple[Predictive, Fit] | None:
-        """The best design whose inputs the request carries."""
+        """The best design whose inputs the request carries; beyond the inputs its runs had,
+        with the designs that would need more heard too (`_beyond`)."""
         for fit in self.fits:
             p = fit.predict(features)
             if p is not None:
+                if fit.span and fit.beyond(features):
+                    p = self._beyond(p, fit, features)
                 return p, fit
         return None
+
+    def _beyond(self, p: Predictive, fit: Fit, features: Mapping[str, float]) -> Predictive:
+        """Beyond the inputs its runs had, the best design's shape is a guess: designs its
+        runs ranked nearly as well fit the same runs, yet part ways there (a power of a half
+        against a straight line fitted on batches of 1 to 16, asked for 64). Each that needs
+        more is mixed in at its median, with the best design's spread, weighed by how near
+        its loss was (ONLINE_BEYOND_*); those that need less are not: an OOM costs a retry,
+        and the best design's own spread already widens with the distance. Why: young
+        actions asked past their largest input ran out several times as often as their
+        stated chance (a scratch generator, additive peaks: 4.5 OOMs expected where 1.4 were
+        stated; config)."""
+        median = math.exp(p.loc) if p.log_space else p.loc
+        if not median > 0:
+            return p
+        heavier: list[tuple[float, float]] = []
+        for other in self.fits[1:1 + config.ONLINE_BEYOND_DESIGNS]:
+            if not other.design.features or other is fit:
+                continue
+            ratio = other.loss / fit.loss if fit.loss > 0 else math.inf
+            if not ratio <= config.ONLINE_BEYOND_LOSS_RATIO:
+                continue
+            q = other.predict(features)
+            if q is None:
+                continue
+            need = math.exp(min(q.loc, 50.0)) if q.log_space else q.loc
+            if need > median:
+                heavier.append((math.exp(-(ratio - 1.0) * fit.samples
+                                         / config.ONLINE_BEYOND_LOSS_WIDTH), need))
+        if not heavier:
+            return p
+        main = 1.0 - sum(c[0] for c in p.mixed)
+        total = 1.0 + sum(w for w, _ in heavier)
+        mixed = tuple(
+            (main * w / total, math.log(need), p.scale) if p.log_space
+            else (main * w / total, need, p.scale * need / median)
+            for w, need in heavier)
+        return replace(p, beyond=mixed)
 
 
 def _weights(ranks: FloatArray, ages: FloatArray, half_life_executions: float) -> FloatArray:
@@ -220,6 +268,17 @@ class Data:
     largest_seen: bool = True
     """Its largest value is a peak, not an OOM's bumped lower bound of one."""
     weights: dict[float, _Weighted] = field(default_factory=dict)
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def span(self, feature: str) -> tuple[float, float]:
+        """The least and the largest value of an input its runs had (the runs that had it)."""
+        found = self.spans.get(feature)
+        if found is None:
+            v = self.inputs[feature]
+            v = v[np.isfinite(v)]
+            found = self.spans[feature] = ((float(v.min()), float(v.max())) if v.shape[0]
+                                           else (math.inf, -math.inf))
+        return found
 
     def weighted(self, half_life: float) -> _Weighted:
         found = self.weights.get(half_life)
@@ -298,6 +357,8 @@ class Core:
     """Its largest value is a peak, not an OOM's bumped lower bound of one (`Data`)."""
     log_in: FloatArray | None = None
     """A design on inputs of its own (not lent slopes): each run's, log1p (`Fit.local`)."""
+    span: tuple[tuple[float, float], ...] = ()
+    """Per input of the design, the least and the largest value its runs had (`Fit.span`)."""
 
 
 def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core | None:
@@ -418,7 +479,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
                  np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
                  Residuals.of(log_loo, w_ok), loo, w_ok, centre, data.step,
-                 data.largest_seen, log_in)
+                 data.largest_seen, log_in, tuple(data.span(f) for f in design.features))
 
 
 def finish(core: Core, prior_log_scale: float) -> Fit:

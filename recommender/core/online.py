@@ -99,7 +99,7 @@ def _own_tail(core: Core, fit: Fit) -> OwnTail | None:
 def _serving_fit(fit: Fit, core: Core) -> Fit:
     """A fit that may serve, with what only serving needs: its errors near each input, then the
     tail its errors show (once the misfit near each input is out) and the peaks it saw."""
-    fit = replace(fit, local=_local(core, fit))
+    fit = replace(fit, local=_local(core, fit), span=core.span)
     return replace(fit, own=_own_tail(core, fit), seen=_seen(core))
 
 

@@ -390,6 +390,14 @@ class Predictive:
     seen: SeenPeaks | None = field(default=None, compare=False)
     """How often the action's own peaks passed each size: a floor under the chance of an OOM,
     and past the largest a cap on it."""
+    beyond: tuple[tuple[float, float, float], ...] = ()
+    """Beyond the inputs the design's runs had, designs ranked nearly as well that need more
+    (`fits.ActionModel.predict`): (probability, loc, scale) mixed in as `changes` are."""
+
+    @property
+    def mixed(self) -> tuple[tuple[float, float, float], ...]:
+        """Every hypothesis mixed in beside the main one: level changes, other designs."""
+        return self.changes + self.beyond if self.beyond else self.changes
 
     def _x(self, mib: float) -> float | None:
         if self.log_space:
@@ -401,12 +409,12 @@ class Predictive:
 
     def _model_tail(self, x: float) -> float:
         """The tail before the action's own count (`seen`) has its say."""
-        main = 1.0 - sum(p for p, _, _ in self.changes)
+        main = 1.0 - sum(p for p, _, _ in self.mixed)
         alone = _survival(x, self.loc, self.scale, self.df)
         if self.own is not None and self.scale > 0:
             alone = self.own.survival((x - self.loc) / self.scale, alone)
         total = main * alone
-        for p, loc, scale in self.changes:
+        for p, loc, scale in self.mixed:
             total += p * _survival(x, loc, scale, self.df)
         return total
 
@@ -469,14 +477,14 @@ class Predictive:
     def quantile(self, q: float) -> float:
         """The need at coverage `q` (MiB)."""
         x = self.loc + self.scale * t_quantile(q, self.df)
-        if self.changes or (q > 0.5 and (self.own is not None or self.seen is not None)):
+        if self.mixed or (q > 0.5 and (self.own is not None or self.seen is not None)):
             x = self._mixture_quantile(q, x)
         mib = math.exp(min(x, 50.0)) if self.log_space else x
         return max(mib, self.floor_mib)
 
     def _mixture_quantile(self, q: float, main: float) -> float:
         """Bisection between the components' own quantiles, which bracket the mixture's."""
-        ends = [main] + [loc + scale * t_quantile(q, self.df) for _, loc, scale in self.changes]
+        ends = [main] + [loc + scale * t_quantile(q, self.df) for _, loc, scale in self.mixed]
         lo, hi = min(ends), max(ends)
         target = 1.0 - q
         # An own tail may reach past the t's quantile, or fall short of it.
@@ -513,6 +521,11 @@ class Predictive:
             _, loc, _ = max(self.changes, key=lambda c: c[0])
             text += (f"; {chance:.0%} chance its level changed in the last executions "
                      f"(most likely to a median of {self._mib(loc):,.0f} MiB)")
+        if self.beyond:
+            chance = sum(c[0] for c in self.beyond)
+            top = max(self._mib(loc) for _, loc, _ in self.beyond)
+            text += (f"; beyond the inputs its runs had, {chance:.0%} on designs nearly as good "
+                     f"that need more (up to a median of {top:,.0f} MiB)")
         return text
 
     def _mib(self, x: float) -> float:
