@@ -39,6 +39,10 @@ _NONE_NEAR = 1e-9
 leaves a rounding error, not a run."""
 
 
+_HALVINGS = 30
+"""A scoring step halved this often (to a billionth) and still no better: the fit is there."""
+
+
 @dataclass(frozen=True, eq=False)
 class LocalErrors:
     """A design's leave-one-out errors in units of its scale, gathered by the inputs they were
@@ -170,7 +174,7 @@ def _variance_slopes(inputs: FloatArray, errors: FloatArray, weights: FloatArray
             step = np.linalg.solve(a, x.T @ (weights * (y * _exp(-eta) - 1.0)))
         except np.linalg.LinAlgError:
             return None
-        for _ in range(30):
+        for _ in range(_HALVINGS):
             better = _score(x @ (coef + step), y, weights)
             if better <= score:
                 break
