@@ -213,7 +213,7 @@ class ActionModel:
         actions asked past their largest input ran out several times as often as their
         stated chance (a scratch generator, additive peaks: 4.5 OOMs expected where 1.4 were
         stated; config)."""
-        median = math.exp(p.loc) if p.log_space else p.loc
+        median = p.median_mib
         if not median > 0:
             return p
         heavier: list[tuple[float, float]] = []
@@ -226,7 +226,7 @@ class ActionModel:
             q = other.predict(features)
             if q is None:
                 continue
-            need = math.exp(min(q.loc, 50.0)) if q.log_space else q.loc
+            need = q.median_mib
             if need > median:
                 heavier.append((math.exp(-(ratio - 1.0) * fit.samples
                                          / config.ONLINE_BEYOND_LOSS_WIDTH), need))

@@ -72,7 +72,7 @@ class LocalErrors:
                               np.asarray((k * k) @ self.sums[:, 3]))
         if self.variance is None:
             return float(shift), float(ratio)
-        v = self.variance.at(x)
+        v = float(self.variance.of(x))
         return float(shift) * math.sqrt(v), float(ratio) * v
 
 
@@ -88,11 +88,8 @@ class VarianceSlopes:
     low: float
     high: float
 
-    def at(self, x: FloatArray) -> float:
-        return math.exp(min(max(float(self.coef[0] + x @ self.coef[1:]), self.low), self.high))
-
     def of(self, inputs: FloatArray) -> FloatArray:
-        """The variance at each row of `inputs`."""
+        """The variance at each row of `inputs` (at one row: a 0-d array)."""
         return np.asarray(np.exp(np.clip(self.coef[0] + inputs @ self.coef[1:],
                                          self.low, self.high)))
 
@@ -190,7 +187,7 @@ def _variance_slopes(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     eta = x @ coef
     w, c = weights[:checked], slice(0, checked)
     sloped = _score(eta[c], y[c], w)
-    flat = float(w @ (level + y[c] * math.exp(-level)))
+    flat = _score(np.full(w.shape[0], level), y[c], w)
     gain = -math.log(config.ONLINE_LOCAL_GAIN) * float(w.sum())
     if not sloped <= flat - gain - config.ONLINE_LOCAL_SLOPE_COST * inputs.shape[1]:
         return None  # not better, or not a number

@@ -399,6 +399,11 @@ class Predictive:
         """Every hypothesis mixed in beside the main one: level changes, other designs."""
         return self.changes + self.beyond if self.beyond else self.changes
 
+    @property
+    def median_mib(self) -> float:
+        """The main component's median need (MiB)."""
+        return self._mib(self.loc)
+
     def _x(self, mib: float) -> float | None:
         if self.log_space:
             return math.log(mib) if mib > 0 else None
@@ -515,7 +520,7 @@ class Predictive:
         space = "log MiB" if self.log_space else "MiB"
         spread = (f"x{math.exp(self.scale):.2f}" if self.log_space
                   else f"+-{self.scale:,.0f} MiB")
-        text = f"median {self._mib(self.loc):,.0f} MiB, scale {spread} ({space}, {self.df:.0f} df)"
+        text = f"median {self.median_mib:,.0f} MiB, scale {spread} ({space}, {self.df:.0f} df)"
         chance = sum(c[0] for c in self.changes)
         if chance >= MENTION_CHANGE:
             _, loc, _ = max(self.changes, key=lambda c: c[0])
