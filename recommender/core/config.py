@@ -424,6 +424,33 @@ than the note above's) seeds 3/4 41/48 at 32,069/31,908
 11,669 -> 11,672; one model per action seed 1 and the step change seed 11 the same (3 at
 15,545, 11 at 13,907). Workloads without inputs have no design it applies to."""
 
+ONLINE_BORROW_VARIANCE_STEP = 0.05
+"""A young action has too few runs to read how its scatter grows with an input
+(ONLINE_LOCAL_SCALE_MIN_RUNS), and one scale states too much at a batch of 1 and too little at
+64. Grown actions' slopes of the variance are lent to it, as their slopes and powers are
+(core.lending, `online.own_variance`, `local.lent_variance`): per input, the median over the
+ONLINE_INPUT_PRIOR_ACTIONS actions fitted last whose best design's errors are shares of the need
+(log or relative; in MiB a spread grows with the need itself) and that have the runs to read
+them, nought for each whose runs showed no slope (or every action's scatter would be lent the
+few actions' slopes); from ONLINE_INPUT_PRIOR_MIN_ACTIONS of them, on a grid of
+ONLINE_BORROW_VARIANCE_STEP (a slope of the log variance on log1p inputs: 0.05 moves the spread
+at a batch of 64 against 1 by 9 %) so that one more action rarely moves it and the young
+actions' fits it keys stay valid. The young action's intercept sets its runs' weighted mean
+variance at the design's one; held within ONLINE_LOCAL_SLOPE_RANGE times it either way, but not
+within the inputs the young action ran with: past them is where other actions know more than
+it does. Also for a design in MiB, whose one scale misses the need's growth too, and for one
+with lent slopes (the variance alone, not the kernel). Why: on the scratch generator of
+ONLINE_LOCAL_SLOPE_*'s note (hetero: log scatter 2-10 % times 1 + batch/32), the grown actions
+lent a batch slope of 0.65 (the truth's is about 0.6) and tokens' 0 or -0.05; twelve-run actions
+stated a spread at 64 0.99 times that at 1 (median), 2.71 with it (the truth's 2.91), and their
+median chance past the true 97th percentile went 23 -> 8 % at a batch of 1 and 0.9 -> 5 % at 64
+(tests/test_online.py). In process, the replay protocol of ONLINE_LOCAL_SLOPE_*'s note (the
+generator written again, 2026-12-07), first attempts that ran out at reserved GB-h (OOMs the
+truth expects): hetero seeds 3/4 42/45 at 32,202/33,344 (46.6/50.5) -> 36/45 at 32,060/33,269
+(42.2/48.9), the gain in actions' 11th to 30th runs; additive seed 1 and product seed 2, whose
+scatter is one at every input, lend nothing and are the same to the GB-h (26 at 29,084, 18 at
+16,592)."""
+
 ONLINE_BEYOND_DESIGNS = 4
 ONLINE_BEYOND_LOSS_RATIO = 1.3
 ONLINE_BEYOND_LOSS_WIDTH = 0.5

@@ -356,7 +356,7 @@ class Core:
     largest_seen: bool = True
     """Its largest value is a peak, not an OOM's bumped lower bound of one (`Data`)."""
     log_in: FloatArray | None = None
-    """A design on inputs of its own (not lent slopes): each run's, log1p (`Fit.local`)."""
+    """A design on inputs: each run's, log1p (`Fit.local`)."""
     span: tuple[tuple[float, float], ...] = ()
     """Per input of the design, the least and the largest value its runs had (`Fit.span`)."""
 
@@ -368,7 +368,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
     judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     inputs: FloatArray | None = None  # a design with lent slopes: its input columns
-    log_in: FloatArray | None = None  # a design with inputs of its own: them, log1p
+    log_in: FloatArray | None = None  # a design on inputs: them, log1p
     # Runs beyond its parameters it needs: one, for a leave-one-out error, but other actions'
     # powers fitted exactly through an action's first two runs (ONLINE_BORROW_POWERS_MIN_RUNS;
     # later, a run that lacked an input does not make a fit exact again).
@@ -416,7 +416,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
             cols.append(-data.ranks)  # newest at 0, older negative
         x = np.column_stack(cols)
         w_ok, y_mib, y, sw = weighted.w, data.y_mib, data.log_y, weighted.sw
-        if design.features and not design.slopes:
+        if design.features:
             log_in = np.column_stack([data.log_inputs[f] for f in design.features])
         if design.features:  # a run that lacked an input sits out
             ok = np.all(np.isfinite(x), axis=1)

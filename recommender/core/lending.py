@@ -40,15 +40,16 @@ def slopes_for(borrowed: Mapping[str, float], names: Sequence[str]) -> Lent:
     return found if any(b is not None for b in found) else ()
 
 
-def borrowed_of(slopes: Sequence[Mapping[str, float]]) -> dict[str, float]:
+def borrowed_of(slopes: Sequence[Mapping[str, float]],
+                step: float = config.ONLINE_BORROW_SLOPE_STEP) -> dict[str, float]:
     """Per input name, the median of the slopes of the actions whose power law has it, once
-    ONLINE_INPUT_PRIOR_MIN_ACTIONS show it, on a grid of ONLINE_BORROW_SLOPE_STEP (so one more
-    action rarely moves it, and the young actions' fits it keys stay valid)."""
+    ONLINE_INPUT_PRIOR_MIN_ACTIONS show it, on a grid of `step` (so one more action rarely
+    moves it, and the young actions' fits it keys stay valid). The same for the slopes of a
+    variance (`online.own_variance`, ONLINE_BORROW_VARIANCE_STEP)."""
     by_name: dict[str, list[float]] = {}
     for own in slopes:
         for f, b in own.items():
             by_name.setdefault(f, []).append(b)
-    step = config.ONLINE_BORROW_SLOPE_STEP
     return {f: round(float(np.median(v)) / step) * step for f, v in by_name.items()
             if len(v) >= config.ONLINE_INPUT_PRIOR_MIN_ACTIONS}
 

@@ -87,6 +87,8 @@ class VarianceSlopes:
     coef: FloatArray
     low: float
     high: float
+    lent: bool = False
+    """Other actions' slopes (`lent_variance`), not the action's own."""
 
     def of(self, inputs: FloatArray) -> FloatArray:
         """The variance at each row of `inputs` (at one row: a 0-d array)."""
@@ -94,21 +96,33 @@ class VarianceSlopes:
                                          self.low, self.high)))
 
 
-def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
-                 ) -> LocalErrors | None:
+def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray,
+                 lent: FloatArray | None = None, kernel: bool = True) -> LocalErrors | None:
     """The errors near each input, where they would have told the design's newest runs
     (ONLINE_LOCAL_CHECKED of them) more than the design alone: the mean square of those runs'
     errors less their shift from the other runs near them, at most ONLINE_LOCAL_GAIN times
     their mean square as they were; or their normal log score at the shift and spread near
     them, -log(ONLINE_LOCAL_GAIN) a run better than at the design's (a scatter that grows with
-    an input, whose errors are of mean zero everywhere). None where not."""
+    an input, whose errors are of mean zero everywhere). None where not.
+
+    `lent`: other actions' slopes of the variance, one per input (`lent_variance`), taken
+    where the runs are too few to read the action's own (ONLINE_LOCAL_SCALE_MIN_RUNS).
+    Without `kernel`, only those (a design with lent slopes: its few runs are not read near
+    each input)."""
     # A run that lacked an input an idle power left out of the design is near nothing.
     keep = (weights > 0) & np.all(np.isfinite(inputs), axis=1)
     if int(keep.sum()) < 2:
         return None
     inputs, errors, weights = inputs[keep], errors[keep], weights[keep]
     checked = min(errors.shape[0], config.ONLINE_LOCAL_CHECKED)
-    variance = _variance_slopes(inputs, errors, weights, checked)
+    variance = _variance_slopes(inputs, errors, weights, checked) if kernel else None
+    if variance is None and lent is not None and checked < config.ONLINE_LOCAL_SCALE_MIN_RUNS:
+        variance = lent_variance(lent, inputs, weights)
+    if not kernel:
+        if variance is None:
+            return None
+        e = errors[:checked] / np.sqrt(variance.of(inputs[:checked]))
+        return LocalErrors(inputs[:0], np.zeros((0, 4)), (e, weights[:checked]), variance)
     if variance is not None:  # the kernel reads the errors in the variance's units
         errors = errors / np.sqrt(variance.of(inputs))
     rows, cell = np.unique(inputs, axis=0, return_inverse=True)
@@ -139,6 +153,23 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray
     if variance is not None:  # the variance's slopes alone: no run is near in the kernel
         return LocalErrors(rows[:0], sums[:0], (e, w), variance)
     return None  # not better, or not a number
+
+
+def lent_variance(slopes: FloatArray, inputs: FloatArray, weights: FloatArray
+                  ) -> VarianceSlopes | None:
+    """Other actions' slopes of the variance (`online.own_variance`) on a young action's runs:
+    its intercept sets their weighted mean variance at the design's one (its scale is what
+    those runs showed, and the prior's, an average over the inputs other actions ran with),
+    held within ONLINE_LOCAL_SLOPE_RANGE times it either way but not within the runs' range:
+    beyond the inputs a young action ran with is where other actions know more than it does.
+    None where every slope is nought."""
+    if not np.any(slopes):
+        return None
+    eta = inputs @ slopes
+    top = float(eta.max())
+    level = top + math.log(float(weights @ np.exp(eta - top)) / float(weights.sum()))
+    bound = math.log(config.ONLINE_LOCAL_SLOPE_RANGE)
+    return VarianceSlopes(np.concatenate(([-level], slopes)), -bound, bound, lent=True)
 
 
 def _variance_slopes(inputs: FloatArray, errors: FloatArray, weights: FloatArray,

@@ -96,20 +96,26 @@ def _own_tail(core: Core, fit: Fit) -> OwnTail | None:
     return own_tail(core.loo[keep] / fit.scale, weights[keep], config.ONLINE_TAIL_PRIOR)
 
 
-def _serving_fit(fit: Fit, core: Core) -> Fit:
+def _serving_fit(fit: Fit, core: Core, variance: Mapping[str, float]) -> Fit:
     """A fit that may serve, with what only serving needs: its errors near each input, then the
     tail its errors show (once the misfit near each input is out) and the peaks it saw."""
-    fit = replace(fit, local=_local(core, fit), span=core.span)
+    fit = replace(fit, local=_local(core, fit, variance), span=core.span)
     return replace(fit, own=_own_tail(core, fit), seen=_seen(core))
 
 
-def _local(core: Core, fit: Fit) -> LocalErrors | None:
+def _local(core: Core, fit: Fit, variance: Mapping[str, float]) -> LocalErrors | None:
     """The design's errors near each input, in units of its scale, weighed with half-lives
-    ONLINE_LOCAL_SPAN times the fit's: a bias at one input shows only in the runs there."""
+    ONLINE_LOCAL_SPAN times the fit's: a bias at one input shows only in the runs there.
+    `variance`: other actions' slopes of the variance (`own_variance`), for a design whose
+    runs are too few to read its own; only those for a design with lent slopes. Lent to a
+    design in MiB too: its one scale in MiB misses the need's growth as well, and slopes of
+    shares of the need are the part of it that a share's design misses alike."""
     if core.log_in is None or fit.scale <= 0:
         return None
+    lent = np.array([variance.get(f, 0.0) for f in core.design.features])
     return local_errors(core.log_in, core.loo / fit.scale,
-                        _tail_weights(core.loo_weights, config.ONLINE_LOCAL_SPAN))
+                        _tail_weights(core.loo_weights, config.ONLINE_LOCAL_SPAN),
+                        lent if lent.any() else None, kernel=not core.design.slopes)
 
 
 def _seen(core: Core) -> SeenPeaks | None:
@@ -181,13 +187,14 @@ def _cores(samples: Sequence[Sample], feature_names: Sequence[str], slopes: Lent
 
 
 def _model(cores: Sequence[Core], prior_log_scale: float, input_prior: float | None = None,
-           slopes_prior: float | None = None, misfit: Mapping[str, float] | None = None
-           ) -> ActionModel | None:
+           slopes_prior: float | None = None, misfit: Mapping[str, float] | None = None,
+           variance: Mapping[str, float] | None = None) -> ActionModel | None:
     """The designs' fits for this prior scale, best first; `input_prior`, when known, is the
     prior of the designs on the inputs, learned across actions (ONLINE_INPUT_PRIOR_ACTIONS);
     `slopes_prior`, when given, that of the power law with other actions' slopes
     (`_slopes_prior`); `misfit`, per input, how far an action's own slope strays from a lent
-    one (a variance: `Fit.misfit`)."""
+    one (a variance: `Fit.misfit`); `variance`, other actions' slopes of the variance
+    (`own_variance`), per input."""
     if not cores:
         return None
     priors = [_prior_of_design(c.design, prior_log_scale, input_prior, slopes_prior)
@@ -202,7 +209,7 @@ def _model(cores: Sequence[Core], prior_log_scale: float, input_prior: float | N
     # The best design, and the best without inputs (what serves a request that lacks them).
     serving = {0, next((i for i, (f, _, _) in enumerate(ranked) if not f.design.features), 0)}
     return ActionModel(tuple(
-        _serving_fit(f.with_changes(post), core)
+        _serving_fit(f.with_changes(post), core, variance or {})
         if i in serving else f
         for i, (f, post, core) in enumerate(ranked)))
 
@@ -271,6 +278,33 @@ def own_slopes(cores: Sequence[Core]) -> dict[str, float] | None:
     return None
 
 
+def own_variance(model: ActionModel | None, cores: Sequence[Core]) -> dict[str, float] | None:
+    """The slopes of the variance of the action's best design on inputs of its own, per input,
+    nought where it kept none (`core.local`), once it has the runs to read them
+    (ONLINE_LOCAL_SCALE_MIN_RUNS): what young actions borrow (`borrowed_of`). An action whose
+    runs showed no slope counts, or every action's scatter would be lent the few actions'
+    slopes. Only a design whose errors are shares of the need (log or relative): in MiB, a
+    spread grows with the need itself, which a young action's own design already has."""
+    if model is None or not model.fits:
+        return None
+    best = model.fits[0]
+    d = best.design
+    if (not d.features or d.slopes or d.lent_powers
+            or not (d.log_space or d.relative)):
+        return None
+    core = next((c for c in cores if c.design == d), None)
+    if core is None or core.log_in is None:
+        return None
+    runs = _tail_weights(core.loo_weights, config.ONLINE_LOCAL_SPAN) > 0
+    runs &= np.all(np.isfinite(core.log_in), axis=1)
+    if min(int(runs.sum()), config.ONLINE_LOCAL_CHECKED) < config.ONLINE_LOCAL_SCALE_MIN_RUNS:
+        return None
+    variance = best.local.variance if best.local is not None else None
+    slopes = (variance.coef[1:] if variance is not None and not variance.lent
+              else np.zeros(len(d.features)))
+    return {f: float(b) for f, b in zip(d.features, slopes, strict=True)}
+
+
 def own_powers(cores: Sequence[Core]) -> tuple[tuple[str, ...], tuple[float, ...]] | None:
     """The inputs and the powers of the action's own monomial, once it has
     ONLINE_BORROW_MIN_RUNS executions beyond its parameters to show them: what young actions
@@ -324,8 +358,13 @@ class ActionModels:
         """`own_powers` of the actions fitted last (ONLINE_INPUT_PRIOR_ACTIONS)."""
         self._borrowed_powers: dict[tuple[str, ...], tuple[float, ...]] = {}
         """Per set of input names, the powers a young action with those inputs borrows."""
+        self._variances: OrderedDict[str, dict[str, float]] = OrderedDict()
+        """`own_variance` of the actions fitted last (ONLINE_INPUT_PRIOR_ACTIONS)."""
+        self._borrowed_variance: dict[str, float] = {}
+        """Per input name, the slope of the variance a young action borrows."""
         self._borrowed_version = 0
-        """Moves whenever the borrowed slopes or powers do: the young actions refit."""
+        """Moves whenever the borrowed slopes, powers or variance do: the young actions
+        refit."""
         self.fitted = 0
         """Refits from the history (every design fitted)."""
         self.refinished = 0
@@ -378,6 +417,7 @@ class ActionModels:
             kept = self._cores.get(action_id)
             borrowed_slopes = self._borrowed  # replaced, never changed in place
             borrowed_powers = self._borrowed_powers  # the same
+            borrowed_variance = self._borrowed_variance  # the same
             if pooled_key:
                 borrowed_slopes = {**dict(pooled_key), **borrowed_slopes}
         # A grown action's names are read only when its designs are fitted again: a refinish
@@ -391,10 +431,12 @@ class ActionModels:
         if cores is None:
             cores = _cores(samples, common_features(samples) if names is None else names,
                            slopes, powers)
-        model = _model(cores, prior_log_scale, input_prior, slopes_prior, dict(lent_misfit))
+        model = _model(cores, prior_log_scale, input_prior, slopes_prior, dict(lent_misfit),
+                       borrowed_variance)
         spread = None if refinish else input_spread(cores)
         own = None if refinish else own_slopes(cores)
         powers_shown = None if refinish else own_powers(cores)
+        variance_shown = None if refinish else own_variance(model, cores)
         with self._lock:
             if spread is not None:
                 self._input_prior = prior_of(latest(self._spreads, action_id, spread))
@@ -408,6 +450,13 @@ class ActionModels:
                 powers_now = powers_of(latest(self._powers, action_id, powers_shown))
                 if powers_now != self._borrowed_powers:
                     self._borrowed_powers = powers_now
+                    self._borrowed_version += 1
+            if variance_shown is not None:
+                shown: list[dict[str, float]] = latest(
+                    self._variances, action_id, variance_shown)
+                variance_now = borrowed_of(shown, config.ONLINE_BORROW_VARIANCE_STEP)
+                if variance_now != self._borrowed_variance:
+                    self._borrowed_variance = variance_now
                     self._borrowed_version += 1
             if refinish:
                 self.refinished += 1
@@ -429,6 +478,12 @@ class ActionModels:
         """The slopes a young action borrows, per input name (a copy)."""
         with self._lock:
             return dict(self._borrowed)
+
+    @property
+    def borrowed_variance(self) -> dict[str, float]:
+        """The slopes of the variance a young action borrows, per input name (a copy)."""
+        with self._lock:
+            return dict(self._borrowed_variance)
 
     @property
     def borrowed_powers(self) -> dict[tuple[str, ...], tuple[float, ...]]:
