@@ -834,7 +834,20 @@ OOMs where none was likely; capped, 2.0, and their slices 1.7 % smaller (still 1
 best ones'): the model's own reading at a smaller request already sits below the run that bounds
 it, and a run near a slice's edge bounds little. Not kept: half a percent on a thousand new
 actions and nothing once they have run, for a rule that holds only if memory never shrinks as an
-input grows, which the service cannot check for an input it knows nothing about."""
+input grows, which the service cannot check for an input it knows nothing about.
+Tried and not kept (2026-12-07, a prototype on 28b56c6, in process): the record kept apart by
+how many runs the action had had (0, 1-2, 3-9, 10-29; a column on each first attempt), each
+band's factor its OOMs over its chances once each size's factor was in (one pass of iterative
+proportional fitting). Why tried: stated against seen by the action's runs before, GenTD26 by
+the hour's 4th-10th runs stated 4.6 where 12 ran out and its 11th-30th 6.4 where 3 did; the
+scratch input workloads' 4th-10th runs stated 6.8-8.3 where the truth expects 11.7-14.2. First
+attempts that ran out at reserved GB-h, before -> with it: GenTD26 by the hour 17 at 117,805 ->
+14 at 118,783; two modes seed 5 12 at 16,841 -> 9 at 16,928; step change seed 11 11 at 13,907 ->
+11 at 13,908; shapes seed 5 11 at 22,452 -> 13 at 22,545; scratch hetero seed 4 45 at 33,269 ->
+39 at 34,039 (2.3 % more); additive seed 1 26 at 29,084 -> 29 at 29,027. Fewer OOMs for more
+memory where it helped, more OOMs where it did not: a band pooled over unlike actions raises
+the chances of actions whose t was right too (as the sizes' record does, above), and shapes'
+young actions, whose t was too timid, were lowered into more OOMs."""
 
 ONLINE_RECORD_MIN_RUNS = CALIBRATION_YOUNG_RUNS
 ONLINE_RECORD_MARGIN = 0.03

@@ -108,8 +108,8 @@ def _local(core: Core, fit: Fit, variance: Mapping[str, float]) -> LocalErrors |
     ONLINE_LOCAL_SPAN times the fit's: a bias at one input shows only in the runs there.
     `variance`: other actions' slopes of the variance (`own_variance`), for a design whose
     runs are too few to read its own; only those for a design with lent slopes. Lent to a
-    design in MiB too: its one scale in MiB misses the need's growth as well, and slopes of
-    shares of the need are the part of it that a share's design misses alike."""
+    design in MiB too: its one scale misses both the need's growth and the scatter's, and
+    the lent slopes are the scatter's part."""
     if core.log_in is None or fit.scale <= 0:
         return None
     lent = np.array([variance.get(f, 0.0) for f in core.design.features])
@@ -283,8 +283,9 @@ def own_variance(model: ActionModel | None, cores: Sequence[Core]) -> dict[str, 
     nought where it kept none (`core.local`), once it has the runs to read them
     (ONLINE_LOCAL_SCALE_MIN_RUNS): what young actions borrow (`borrowed_of`). An action whose
     runs showed no slope counts, or every action's scatter would be lent the few actions'
-    slopes. Only a design whose errors are shares of the need (log or relative): in MiB, a
-    spread grows with the need itself, which a young action's own design already has."""
+    slopes. Only a design whose errors are shares of the need (log or relative): in MiB, the
+    slopes would count the need's growth beside the scatter's, and lent to a share's design
+    they would widen it twice."""
     if model is None or not model.fits:
         return None
     best = model.fits[0]
