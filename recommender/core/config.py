@@ -847,7 +847,19 @@ attempts that ran out at reserved GB-h, before -> with it: GenTD26 by the hour 1
 39 at 34,039 (2.3 % more); additive seed 1 26 at 29,084 -> 29 at 29,027. Fewer OOMs for more
 memory where it helped, more OOMs where it did not: a band pooled over unlike actions raises
 the chances of actions whose t was right too (as the sizes' record does, above), and shapes'
-young actions, whose t was too timid, were lowered into more OOMs."""
+young actions, whose t was too timid, were lowered into more OOMs.
+Tried and not kept (2026-12-07, the same, on 65b92ae): instead of bands of runs, the requests
+beyond the inputs their action had run with kept apart (a flag on each first attempt; one
+factor for them, once each size's was in; the rest, and every action without inputs, the sizes'
+alone). Why tried: on the scratch input workloads of ONLINE_LOCAL_SLOPE_*'s note, actions' 4th to
+10th runs asked beyond their inputs stated 3.8-4.9 OOMs where the generator's truth expects
+9.2-9.6 (11th to 30th: 0.6-1.7 where it expects 2.0-4.9), the same runs within their inputs 3.0-3.4
+where it expects 2.1-5.0. First attempts that ran out at reserved GB-h, before -> with it: hetero
+seeds 3/4 36/45 at 32,060/33,269 -> 35/45 at 32,433/33,050 (the truth's 42.2/48.9 -> 39.5/52.5);
+additive seeds 1/2 26/26 at 29,084/29,273 -> 26/25 at 29,258/29,264. Two OOMs fewer in four
+draws for 0.26 % more memory: less than the service's own price of them. A pooled factor moves
+every such request alike, and how far beyond its inputs a request lies, and how sure the
+action's shape is, differ from one to the next."""
 
 ONLINE_RECORD_MIN_RUNS = CALIBRATION_YOUNG_RUNS
 ONLINE_RECORD_MARGIN = 0.03
