@@ -5,7 +5,8 @@ Prints a table: median microseconds per call over the repetitions, for histories
 executions, with and without request features (the designs on the inputs only exist with them),
 an action whose memory is a shape no design is (attention: its errors near each input are kept
 and weighed, `core.local`), and a young action's fit with the power law on other actions'
-slopes (and, with two inputs, the monomial on their powers).
+slopes (and, with two inputs, the monomial on their powers), and a young action's estimate
+with the slopes of the variance other actions lend it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,21 @@ def _attention(n: int, seed: int = 0) -> list[Sample]:
                    * math.exp(rng.gauss(0, 0.06)), 79000.0)
         out.append(Sample(NOW - timedelta(minutes=10 * (i + 1)), peak, 81920, Outcome.SUCCEEDED,
                           execution_id=f"x{i}", features={"batch_size": batch, "seq_len": seq}))
+    return out
+
+
+def _padded(n: int, seed: int) -> list[Sample]:
+    """A scatter that grows with the batch (padding to a batch's longest item): 4 % at a batch
+    of 1, 12 % at 64, beside a continuous number of tokens; grown, it shows the variance's
+    slopes that young actions borrow (`lending`, ONLINE_BORROW_VARIANCE_STEP)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        batch = float(2 ** rng.randint(0, 6))
+        tokens = float(round(math.exp(rng.uniform(math.log(128), math.log(4096)))))
+        peak = (3000 + 200 * batch + 2 * tokens) * math.exp(rng.gauss(0, 0.04 * (1 + batch / 32)))
+        out.append(Sample(NOW - timedelta(minutes=10 * (i + 1)), peak, 40960, Outcome.SUCCEEDED,
+                          execution_id=f"x{i}", features={"batch_size": batch, "tokens": tokens}))
     return out
 
 
@@ -98,3 +114,14 @@ def run(args: argparse.Namespace) -> None:
     powers = tuple(1.0 if f == "batch_size" else 0.5 for f in names)
     fit = _median_us(lambda: fit_action(samples, names, 0.2, borrowed, powers), reps)
     print(f"| 10 | yes, other actions' slopes and powers | {fit:,.0f} | |")
+    # ... and, once grown actions show it, how their scatter grows with an input.
+    models = ActionModels()
+    for a in range(8):
+        models.get(f"grown{a}", _padded(150, a), 0.2)
+    young = _padded(12, 100)
+    estimator = default_estimator(models=models)
+    evidence = Evidence(NOW, young, action_id="young",
+                        features={"batch_size": 64.0, "tokens": 1024.0})
+    estimator.estimate(evidence)
+    hot = _median_us(lambda: estimator.estimate(evidence), reps * 5)
+    print(f"| 12 | yes, and other actions' slopes of the variance | | {hot:,.1f} |")
