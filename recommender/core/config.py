@@ -441,17 +441,19 @@ within the inputs the young action ran with: past them is where other actions kn
 it does. Also for a design in MiB, whose one scale misses the need's growth too, and for one
 with lent slopes (the variance alone, not the kernel). Why: on the scratch generator of
 ONLINE_LOCAL_SLOPE_*'s note (hetero: log scatter 2-10 % times 1 + batch/32), the grown actions
-lent a batch slope of 0.65 (the truth's is about 0.6) and tokens' 0 or -0.05; twelve-run actions
-stated a spread at 64 0.99 times that at 1 (median), 2.71 with it (the truth's 2.91), and their
-median chance past the true 97th percentile went 23 -> 8 % at a batch of 1 and 0.9 -> 5 % at 64
-(tests/test_online.py). In process, the replay protocol of ONLINE_LOCAL_SLOPE_*'s note (the
-generator written again, 2026-12-07), first attempts that ran out at reserved GB-h (OOMs the
-truth expects): hetero seeds 3/4 42/45 at 32,202/33,344 (46.6/50.5) -> 36/45 at 32,060/33,269
-(42.2/48.9), the gain in actions' 11th to 30th runs; additive seed 1 and product seed 2, whose
-scatter is one at every input, lend nothing and are the same to the GB-h (26 at 29,084, 18 at
-16,592). Its cost on the hot path: a twelve-run action's estimate with lent slopes 53 us
-(`python -m bench online`), beside 50 for ten runs without; the variance alone skips the kernel
-(`LocalErrors.at`: 26 -> 5 us, scratch timeit)."""
+lent a batch slope of 0.65 (the truth's is about 0.6) and tokens' -0.05; twelve-run actions
+stated a spread at 64 0.97 times that at 1 (the median of 24), 2.70 with it (the truth's 2.91),
+and their median chance past the true 97th percentile went 24 -> 10 % at a batch of 1 and 1.5 ->
+5.7 % at 64 (tests/test_online.py; over 40 draws, 0.99 -> 2.71, 23 -> 8 % and 0.9 -> 5 %).
+In process, the replay protocol of ONLINE_LOCAL_SLOPE_*'s note (the generator written again,
+2026-12-07), first attempts that ran out at reserved GB-h (OOMs the truth expects): hetero seeds
+3/4/5/6 42/45/38/39 at 32,202/33,344/33,493/33,344 (46.6/50.5/34.1/42.0) -> 36/45/39/37 at
+32,060/33,269/33,557/33,403 (42.2/48.9/32.5/38.6), the gain in actions' 11th to 30th runs;
+additive seeds 1/2 and product seed 2, whose scatter is one at every input, lend nothing and
+are the same to the GB-h (26 at 29,084 and 29,273, 18 at 16,592). Its cost on the hot path: a
+twelve-run action's estimate with lent slopes 53 us (`python -m bench online`), beside 50 for ten
+runs without; the variance alone skips the kernel (`LocalErrors.at`: 26 -> 5 us, scratch
+timeit)."""
 
 ONLINE_BEYOND_DESIGNS = 4
 ONLINE_BEYOND_LOSS_RATIO = 1.3
