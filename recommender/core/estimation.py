@@ -378,7 +378,7 @@ def _near_said(fit: Fit, need: Predictive) -> str:
     variance = fit.local.variance
     lent = (", as other actions' errors grow with them"
             if variance is not None and variance.lent else "")
-    if not fit.local.inputs.shape[0]:  # the variance's slopes alone (`core.local`)
+    if fit.local.variance_alone:
         return f"; its errors' spread at these inputs x{math.sqrt(ratio):.2f}{lent}"
     return (f"; its runs near these inputs were {abs(shift):.2f} of its scale "
             f"{'above' if shift > 0 else 'below'} its shape, their spread x{math.sqrt(ratio):.2f}"

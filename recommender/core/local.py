@@ -61,11 +61,22 @@ class LocalErrors:
     variance: VarianceSlopes | None = None
     """A variance that grows with the inputs, in whose units `sums` holds the errors."""
 
+    @classmethod
+    def alone(cls, variance: VarianceSlopes, columns: int,
+              own: tuple[FloatArray, FloatArray]) -> LocalErrors:
+        """The variance's slopes alone: no run is weighed near each input."""
+        return cls(np.zeros((0, columns)), np.zeros((0, 4)), own, variance)
+
+    @property
+    def variance_alone(self) -> bool:
+        """No run near each input kept, only the variance's slopes (`alone`)."""
+        return not self.inputs.shape[0]
+
     def at(self, x: FloatArray) -> tuple[float, float]:
         """At log1p inputs `x`: the shift of the location in units of the scale, and the
         factor on the variance (the local mean square about the shift; 1 where no run was
         near, which is the design's own, or the variance the inputs call for)."""
-        if self.inputs.shape[0]:
+        if not self.variance_alone:
             d = (self.inputs - x) / config.ONLINE_LOCAL_BANDWIDTH
             k = np.exp(-0.5 * np.einsum("ij,ij->i", d, d))
             total, first, second, _ = k @ self.sums
@@ -113,8 +124,7 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray,
     where the runs are too few to read the action's own (ONLINE_LOCAL_SCALE_MIN_RUNS).
     Without `kernel`, only those (a design with lent slopes: its few runs are not read near
     each input)."""
-    # A run that lacked an input an idle power left out of the design is near nothing.
-    keep = (weights > 0) & np.all(np.isfinite(inputs), axis=1)
+    keep = readable(inputs, weights)
     if int(keep.sum()) < 2:
         return None
     inputs, errors, weights = inputs[keep], errors[keep], weights[keep]
@@ -122,13 +132,11 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray,
     variance = _variance_slopes(inputs, errors, weights, checked) if kernel else None
     if variance is None and lent is not None and checked < config.ONLINE_LOCAL_SCALE_MIN_RUNS:
         variance = lent_variance(lent, inputs, weights)
-    if not kernel:
-        if variance is None:
-            return None
-        e = errors[:checked] / np.sqrt(variance.of(inputs[:checked]))
-        return LocalErrors(inputs[:0], np.zeros((0, 4)), (e, weights[:checked]), variance)
     if variance is not None:  # the kernel reads the errors in the variance's units
         errors = errors / np.sqrt(variance.of(inputs))
+    if not kernel:
+        return (None if variance is None else
+                LocalErrors.alone(variance, inputs.shape[1], (errors[:checked], weights[:checked])))
     rows, cell = np.unique(inputs, axis=0, return_inverse=True)
     cell = cell.reshape(-1)
     sums = np.zeros((rows.shape[0], 4))
@@ -155,8 +163,14 @@ def local_errors(inputs: FloatArray, errors: FloatArray, weights: FloatArray,
     if better_located or better_scaled:
         return LocalErrors(rows, sums, (moved / np.sqrt(ratio), w), variance)
     if variance is not None:  # the variance's slopes alone: no run is near in the kernel
-        return LocalErrors(rows[:0], sums[:0], (e, w), variance)
+        return LocalErrors.alone(variance, inputs.shape[1], (e, w))
     return None  # not better, or not a number
+
+
+def readable(inputs: FloatArray, weights: FloatArray) -> FloatArray:
+    """The runs whose errors are read: weighed, with every input of the design (a run that
+    lacked an input an idle power left out of the design is near nothing)."""
+    return np.asarray((weights > 0) & np.all(np.isfinite(inputs), axis=1))
 
 
 def lent_variance(slopes: FloatArray, inputs: FloatArray, weights: FloatArray

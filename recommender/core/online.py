@@ -62,7 +62,7 @@ from recommender.core.designs import Design, Lent, candidates
 from recommender.core.domain import Outcome, Sample
 from recommender.core.fits import ActionModel, Core, Data, Fit, finish, fit_core
 from recommender.core.lending import borrowed_of, latest, powers_of, prior_of, slopes_for
-from recommender.core.local import LocalErrors, local_errors
+from recommender.core.local import LocalErrors, local_errors, readable
 from recommender.core.predictive import OwnTail, SeenPeaks, own_tail
 from recommender.core.steps import find_step
 
@@ -113,9 +113,13 @@ def _local(core: Core, fit: Fit, variance: Mapping[str, float]) -> LocalErrors |
     if core.log_in is None or fit.scale <= 0:
         return None
     lent = np.array([variance.get(f, 0.0) for f in core.design.features])
-    return local_errors(core.log_in, core.loo / fit.scale,
-                        _tail_weights(core.loo_weights, config.ONLINE_LOCAL_SPAN),
+    return local_errors(core.log_in, core.loo / fit.scale, _local_weights(core),
                         lent if lent.any() else None, kernel=not core.design.slopes)
+
+
+def _local_weights(core: Core) -> FloatArray:
+    """The weights its errors near each input are read with (`_local`)."""
+    return _tail_weights(core.loo_weights, config.ONLINE_LOCAL_SPAN)
 
 
 def _seen(core: Core) -> SeenPeaks | None:
@@ -296,9 +300,8 @@ def own_variance(model: ActionModel | None, cores: Sequence[Core]) -> dict[str, 
     core = next((c for c in cores if c.design == d), None)
     if core is None or core.log_in is None:
         return None
-    runs = _tail_weights(core.loo_weights, config.ONLINE_LOCAL_SPAN) > 0
-    runs &= np.all(np.isfinite(core.log_in), axis=1)
-    if min(int(runs.sum()), config.ONLINE_LOCAL_CHECKED) < config.ONLINE_LOCAL_SCALE_MIN_RUNS:
+    runs = int(readable(core.log_in, _local_weights(core)).sum())
+    if min(runs, config.ONLINE_LOCAL_CHECKED) < config.ONLINE_LOCAL_SCALE_MIN_RUNS:
         return None
     variance = best.local.variance if best.local is not None else None
     slopes = (variance.coef[1:] if variance is not None and not variance.lent
