@@ -986,6 +986,8 @@ def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
         size = np.maximum(x @ coef, config.ONLINE_RELATIVE_FLOOR * float(np.median(y_mib)))
         q, r = np.linalg.qr(x * (sw / size)[:, None])
         coef = np.linalg.solve(r, q.T @ (y * sw / size))
+    if design.monomial and not coef[1] > 0:
+        return None  # activations that shrink as the inputs grow: no such design
     leverage = np.minimum(np.sum(q * q, axis=1), 0.99)
     loo = (y - x @ coef) / size / (1.0 - leverage)
     dof = max(float(w.sum() ** 2 / np.sum(w * w)) - p, 0.0)
@@ -1614,10 +1616,33 @@ def test_from_two_runs_a_young_action_has_other_actions_powers() -> None:
     assert has_lent_powers("far", [(6500.0, far), (6300.0, small)])
     # Three runs, one without an input: two usable rows are no exact fit past the second run.
     assert not has_lent_powers("lacking", [(7600.0, large), (6300.0, small), (6900.0, {})])
-    # Three runs with a spare one: fitted as before, whatever the per-item cost (its
-    # leave-one-out errors judge it).
-    assert has_lent_powers("three", [(7000.0, large), (7400.0, small),
-                                     (7200.0, {"batch": 4.0, "size": 20.0})])
+    # Three runs with a spare one: fitted as before where the per-item cost is above zero
+    # (its leave-one-out errors judge it), and not where the larger requests held less.
+    middle = {"batch": 4.0, "size": 20.0}
+    assert has_lent_powers("three", [(7600.0, large), (6300.0, small), (6900.0, middle)])
+    assert not has_lent_powers("three, shrinking", [(7000.0, large), (7400.0, small),
+                                                    (7200.0, middle)])
+
+
+def test_a_footprint_plus_activations_that_shrink_does_not_size_a_larger_request() -> None:
+    """Three runs of a young action whose larger requests held a little less (their noise):
+    with other actions' powers, a footprint plus activations fitted through them has a cost
+    per item below zero, and at a batch of 64 it put the need at 2,854 MiB, under half of
+    every run the action had (the scratch input workloads: a median below zero, a 10 GB
+    slice for a 21 GB need). No such design: the action is sized by its runs."""
+    models = ActionModels()
+    for a in range(6):
+        models.get(f"old-{a}", _footprint(1500.0 + 1000.0 * a, 5.0 + 10.0 * a, 40, seed=a),
+                   0.3)
+    assert models.borrowed_powers == {("batch", "size"): (1.0, 0.5)}
+    runs = [(7000.0, {"batch": 8.0, "size": 30.0}), (7400.0, {"batch": 2.0, "size": 10.0}),
+            (7200.0, {"batch": 4.0, "size": 20.0})]
+    model = models.get("young", [run(p, i, f) for i, (p, f) in enumerate(runs)], 0.3)
+    assert model is not None and not any(f.design.monomial for f in model.fits)
+    found = model.predict({"batch": 64.0, "size": 50.0})
+    assert found is not None
+    need, _ = found
+    assert need.quantile(0.5) > 7000.0  # not below the runs it had
 
 
 def test_before_any_action_has_a_power_law_a_young_one_borrows_the_pooled_slopes() -> None:

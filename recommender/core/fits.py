@@ -454,6 +454,11 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
             fitted = x @ coef
         if exact and not holds_two_runs(x[:, 1], coef):
             return None
+        if design.monomial and not float(coef[1]) > 0:
+            # A footprint plus activations that shrink as the inputs grow is not one: where
+            # the larger requests held less, the cost through them is their noise, and past
+            # them it falls below the footprint, below nothing even.
+            return None
         leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
         if offset is not None:
             y, fitted = y + offset, fitted + offset
