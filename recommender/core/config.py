@@ -659,7 +659,19 @@ heavy mode (5-15 % of the runs at 1.2-1.5x) seeds 1/2 15/13 at 12,653/16,810 (15
 at 12,686/16,914 (13.3/9.1; VPA 15/14 at 13,088/17,702); two modes on a level that drifts 1 % a
 run, seeds 1/2, 8/22 at 14,121/20,793 (7.7/11.4) -> 7/20 at 14,144/20,731 (7.0/11.5; VPA 7/13 at
 15,227/22,143); one mode with t(3) scatter 6/8 at 12,694/14,325 -> 6/8 at 12,706/14,329 (VPA
-5/8)."""
+5/8).
+Tried and not kept (2026-12-07, a prototype on 14caffa, in process): the count lowering the
+model's chance as well as raising it, where the cap past the largest peak holds (a grown action
+whose newest runs did not set a new largest) and the newest runs sit where the older ones do
+(`_same_place`). Why: the truth table put two modes seed 5's grown actions (the 11th run on) at
+9.9 OOMs expected on 15,503 GB-h where the best slices make 2.7 on 14,656; one action whose
+heavier mode sits 10 % under the 20 GB slice (a third of its runs, 0.5 % past it) was put on the
+40 GB slice 307 times at a stated 2-3.6 %, the t's tail past that mode. With it, that action
+took the 20 GB slice as the best ones do, and seed 5's grown actions made 11.0 expected on
+14,820 GB-h; but over two modes seeds 1-8, 63 -> 68 first attempts ran out at 126,550 -> 125,238
+GB-h (VPA 61 at 136,973). It saved more than those five OOMs cost by OOM_WAIT_GPUS (1,312 GB-h
+against about 330 at ten-minute runs), but it gave more OOMs than VPA where the service already
+had more, and issue 11 asks for fewer everywhere: not kept."""
 
 CALIBRATION_YOUNG_RUNS = 30
 CALIBRATION_PRIOR = 1.0
