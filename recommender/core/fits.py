@@ -455,9 +455,9 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
         if exact and not holds_two_runs(x[:, 1], coef):
             return None
         if design.monomial and not float(coef[1]) > 0:
-            # A footprint plus activations that shrink as the inputs grow is not one: where
-            # the larger requests held less, the cost through them is their noise, and past
-            # them it falls below the footprint, below nothing even.
+            # Activations that shrink as the inputs grow are no footprint plus activations:
+            # where the larger requests held less, the cost through them is their noise, and
+            # past them the need falls below the footprint, even below zero.
             return None
         leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
         if offset is not None:
