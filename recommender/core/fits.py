@@ -307,13 +307,12 @@ class _Weighted:
 
 def holds_two_runs(power: FloatArray, coef: FloatArray) -> bool:
     """Whether a footprint plus activations fitted through two runs (`power`: the inputs' power
-    at each, `coef`: footprint and per-item cost) is one: a per-item cost above zero (where the
-    larger request held less, it is not), a footprint not below zero, and powers
-    ONLINE_BORROW_POWERS_EXACT_RATIO apart (closer, the two peaks differ by little more than
-    their noise, and the per-item cost through them is that noise, extrapolated)."""
+    at each, `coef`: footprint and per-item cost, the cost above zero as at any number of runs)
+    is one: a footprint not below zero, and powers ONLINE_BORROW_POWERS_EXACT_RATIO apart
+    (closer, the two peaks differ by little more than their noise, and the per-item cost
+    through them is that noise, extrapolated)."""
     low, high = float(power.min()), float(power.max())
-    return (float(coef[1]) > 0 and float(coef[0]) >= 0
-            and high >= config.ONLINE_BORROW_POWERS_EXACT_RATIO * low)
+    return float(coef[0]) >= 0 and high >= config.ONLINE_BORROW_POWERS_EXACT_RATIO * low
 
 
 @dataclass(frozen=True)
@@ -416,9 +415,8 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
             cols.append(-data.ranks)  # newest at 0, older negative
         x = np.column_stack(cols)
         w_ok, y_mib, y, sw = weighted.w, data.y_mib, data.log_y, weighted.sw
-        if design.features:
-            log_in = np.column_stack([data.log_inputs[f] for f in design.features])
         if design.features:  # a run that lacked an input sits out
+            log_in = np.column_stack([data.log_inputs[f] for f in design.features])
             ok = np.all(np.isfinite(x), axis=1)
             if int(ok.sum()) < p + spare:
                 return None
@@ -426,7 +424,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
                 x, w_ok, y_mib, y, sw = x[ok], w_ok[ok], y_mib[ok], y[ok], sw[ok]
                 judge = judge[ok]
                 inputs = inputs[ok] if inputs is not None else None
-                log_in = log_in[ok] if log_in is not None else None
+                log_in = log_in[ok]
         elif n < p + 1:
             return None
         if not design.log_space:
@@ -452,12 +450,12 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
             r_inv = np.linalg.inv(r)
             coef = r_inv @ (q.T @ (y * sw))
             fitted = x @ coef
-        if exact and not holds_two_runs(x[:, 1], coef):
-            return None
         if design.monomial and not float(coef[1]) > 0:
             # Activations that shrink as the inputs grow are no footprint plus activations:
             # where the larger requests held less, the cost through them is their noise, and
             # past them the need falls below the footprint, even below zero.
+            return None
+        if exact and not holds_two_runs(x[:, 1], coef):
             return None
         leverage = np.minimum(np.einsum("ij,ij->i", q, q), 0.99)
         if offset is not None:

@@ -76,15 +76,15 @@ class LocalErrors:
         """At log1p inputs `x`: the shift of the location in units of the scale, and the
         factor on the variance (the local mean square about the shift; 1 where no run was
         near, which is the design's own, or the variance the inputs call for)."""
-        if not self.variance_alone:
+        if self.variance_alone:  # no run to weigh: what the kernel gives with none
+            shift, ratio = 0.0, 1.0
+        else:
             d = (self.inputs - x) / config.ONLINE_LOCAL_BANDWIDTH
             k = np.exp(-0.5 * np.einsum("ij,ij->i", d, d))
             total, first, second, _ = k @ self.sums
             moved = _moved(np.asarray(total), np.asarray(first), np.asarray(second),
                            np.asarray((k * k) @ self.sums[:, 3]))
             shift, ratio = float(moved[0]), float(moved[1])
-        else:  # the variance's slopes alone: no run to weigh, what the kernel gives with none
-            shift, ratio = 0.0, 1.0
         if self.variance is None:
             return shift, ratio
         v = float(self.variance.of(x))
