@@ -255,8 +255,8 @@ GB-h, seed 7 26 -> 25 at 13,786 -> 14,071)."""
 ONLINE_BORROW_POWERS_EXACT_RATIO = 1.5
 """Through two runs (ONLINE_BORROW_POWERS_MIN_RUNS), other actions' powers are fitted only where the
 inputs' power at one run is at least this many times that at the other (and the fit's per-item cost
-is above zero, as at any number of runs, its footprint not below: `fits.holds_two_runs`). Why: the fit goes through both
-peaks, so its per-item cost is their difference over the powers' difference; where the powers are
+is above zero, as at any number of runs, its footprint not below: `fits.holds_two_runs`). Why: the
+fit goes through both peaks, so its per-item cost is their difference over the powers' difference; where the powers are
 close, that difference is mostly run-to-run noise, and a request far from both extrapolates it. In a
 sweep of 2,000 young actions of the test's shape (1 to 3 % noise, a review helper's scratch,
 2026-12-06; two runs at a batch of 1, the request at 64), powers 1.01 apart put the p95 at 484 times
