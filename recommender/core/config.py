@@ -256,18 +256,18 @@ ONLINE_BORROW_POWERS_EXACT_RATIO = 1.5
 """Through two runs (ONLINE_BORROW_POWERS_MIN_RUNS), other actions' powers are fitted only where the
 inputs' power at one run is at least this many times that at the other (and the fit's per-item cost
 is above zero, as at any number of runs, its footprint not below: `fits.holds_two_runs`). Why: the
-fit goes through both peaks, so its per-item cost is their difference over the powers' difference; where the powers are
-close, that difference is mostly run-to-run noise, and a request far from both extrapolates it. In a
-sweep of 2,000 young actions of the test's shape (1 to 3 % noise, a review helper's scratch,
-2026-12-06; two runs at a batch of 1, the request at 64), powers 1.01 apart put the p95 at 484 times
-the need, 1.05 apart 96 times, 1.25 apart 21 times, twofold 6.8 times; without a bound 30 of them
-had a p95 past a whole 80 GB card, against 1 with lent slopes alone. Such an action keeps the power
-law with lent slopes until its third run gives the footprint a leave-one-out error. Measured in
-process (`recommender evaluate --runner in-process --trace synthetic --max-actions 1000 --seed N
---quiet`, seeds 1/7, first attempts that ran out at reserved GB-h): no bound 18/24 at 14,288/13,631;
-the footprint's alone (1.0) 18/24 at 14,278/13,631; 1.5 20/24 at 14,295/13,624; 2 20/26 at
-14,303/13,659. The replays barely tell these apart (a wide need is a large slice by expected cost,
-not an OOM): 1.5 takes out the worst of the sweep and keeps the gain."""
+fit goes through both peaks, so its per-item cost is their difference over the powers' difference;
+where the powers are close, that difference is mostly run-to-run noise, and a request far from both
+extrapolates it. In a sweep of 2,000 young actions of the test's shape (1 to 3 % noise, a review
+helper's scratch, 2026-12-06; two runs at a batch of 1, the request at 64), powers 1.01 apart put
+the p95 at 484 times the need, 1.05 apart 96 times, 1.25 apart 21 times, twofold 6.8 times; without
+a bound 30 of them had a p95 past a whole 80 GB card, against 1 with lent slopes alone. Such an
+action keeps the power law with lent slopes until its third run gives the footprint a leave-one-out
+error. Measured in process (`recommender evaluate --runner in-process --trace synthetic
+--max-actions 1000 --seed N --quiet`, seeds 1/7, first attempts that ran out at reserved GB-h): no
+bound 18/24 at 14,288/13,631; the footprint's alone (1.0) 18/24 at 14,278/13,631; 1.5 20/24 at
+14,295/13,624; 2 20/26 at 14,303/13,659. The replays barely tell these apart (a wide need is a large
+slice by expected cost, not an OOM): 1.5 takes out the worst of the sweep and keeps the gain."""
 
 ONLINE_HALF_LIFE_EXECUTIONS = 6.0
 """Weight of an execution in an action's own model halves every this many newer executions
