@@ -18,7 +18,7 @@ import pytest
 from recommender.core import config
 from recommender.core.cache import ActionCache
 from recommender.core.catalog import Catalog
-from recommender.core.designs import Design, best_exponents, candidates
+from recommender.core.designs import Design, best_exponents, candidates, held_out_choices
 from recommender.core.domain import Execution, Outcome, Request, Sample
 from recommender.core.estimation import POPULATION, Evidence, default_estimator
 from recommender.core.fits import ActionModel, Fit
@@ -312,6 +312,45 @@ def test_a_footprint_plus_a_power_of_the_inputs_is_found(
         got = model.predict(f)
         assert got is not None
         assert need(f) < got[0].quantile(0.95) < need(f) * 1.12, f
+
+
+@pytest.mark.parametrize("seed", [13, 28, 35])
+def test_a_power_chosen_on_a_few_runs_is_judged_on_runs_it_did_not_see(seed: int) -> None:
+    """The need grows with both inputs, as a sum (a footprint, a cost per batch item and one
+    per token). On seven runs, a power of one input alone fitted them as closely, because the
+    powers were chosen on the very runs the design was then judged on: it won, and a request
+    with four times the tokens of any run was put at half its need, its chance of running out
+    there under a tenth of a percent. Judged on each run as the powers chosen without it
+    predict it, that design loses to a straight line in both inputs."""
+    rng = random.Random(seed)
+    samples = []
+    for i in range(7):
+        b, t = float(2 ** rng.randint(0, 4)), float(rng.choice([128, 256, 512, 1024]))
+        samples.append(run((4000 + 300 * b + 4 * t) * math.exp(rng.gauss(0, 0.04)), i,
+                           {"batch_size": b, "tokens": t}))
+    model = fit_action(samples, ("batch_size", "tokens"), 0.05)
+    assert model is not None
+    need = 4000 + 300 * 4 + 4 * 4096
+    got = model.predict({"batch_size": 4.0, "tokens": 4096.0})
+    assert got is not None
+    assert got[0].survival(need) > 0.3, got[1].design.said
+    assert need * 0.9 < got[0].median_mib < need * 1.1
+
+
+def test_a_power_that_any_run_left_out_would_choose_again_keeps_its_errors() -> None:
+    """Where every run left out leaves the choice where it was, the leave-one-out errors are
+    the design's own: nothing to correct (and the fit stays as it was)."""
+    rng = np.random.default_rng(4)
+    raw = np.column_stack([2.0 ** rng.integers(0, 6, 40), rng.uniform(5.0, 160.0, 40)])
+    y = (3000 + 2.0 * raw[:, 0] * np.sqrt(raw[:, 1])) * np.exp(rng.normal(0.0, 0.02, 40))
+    w = np.ones(40)
+    chosen = best_exponents(raw, y, w)
+    assert chosen == (1.0, 0.5)
+    assert held_out_choices(raw, y, w, chosen) is None
+    # A chosen power no run left out would choose: every run's error is the other choice's.
+    held = held_out_choices(raw, y, w, (2.0, 2.0))
+    assert held is not None and held[0].all()
+    assert np.allclose(held[1], y, rtol=0.1)
 
 
 def test_each_action_is_calibrated_on_its_own_errors() -> None:
@@ -928,6 +967,20 @@ def test_an_oom_gives_way_to_the_true_peak_of_its_retry(store: SqlStore,
     assert [(s.outcome, s.peak_mib) for s in after] == [(Outcome.SUCCEEDED, 12500.0)]
 
 
+def _monomial_fit(raw: np.ndarray, y: np.ndarray, w: np.ndarray, rows: np.ndarray,
+                  exponents: tuple[float, ...]) -> tuple[float, np.ndarray, np.ndarray]:
+    """c0 + c1 x^e by weighted least squares on `rows`: the weighted square of its relative
+    errors there (as the powers are chosen), its coefficients and every run's x^e."""
+    z = np.prod(np.maximum(raw, 1e-300) ** np.asarray(exponents), axis=1)
+    sw = np.sqrt(w[rows])
+    x = np.column_stack([np.ones(len(z)), z])[rows]
+    c = np.linalg.lstsq(x * sw[:, None], y[rows] * sw, rcond=None)[0]
+    fitted = c[0] + c[1] * z[rows]
+    floor = config.ONLINE_RELATIVE_FLOOR * float(np.average(y[rows], weights=w[rows]))
+    rel = (y[rows] - fitted) / np.maximum(fitted, floor)
+    return float(w[rows] @ (rel * rel)), c, z
+
+
 def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float,
                    judge_half_life: float = 0.0
                    ) -> tuple[float, float, float, float, float, float] | None:
@@ -990,6 +1043,22 @@ def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
         return None  # activations that shrink as the inputs grow: no such design
     leverage = np.minimum(np.sum(q * q, axis=1), 0.99)
     loo = (y - x @ coef) / size / (1.0 - leverage)
+    shrink = loo * leverage
+    if (design.monomial and not design.lent_powers
+            and len(y) <= config.ONLINE_MONOMIAL_HELD_OUT_RUNS):
+        # Powers chosen on the runs: each run's error is the one of the powers chosen
+        # without it, where leaving it out changes them (fitted as the choice scores them).
+        raw_ok = raw[ok]
+        for i in range(len(y)):
+            rest = np.arange(len(y)) != i
+            again = best_exponents(raw_ok[rest], y_mib[rest], w[rest])
+            if again is None:
+                continue
+            score_again, c, z = _monomial_fit(raw_ok, y_mib, w, rest, again)
+            if not score_again < _monomial_fit(raw_ok, y_mib, w, rest, exponents)[0] * (1 - 1e-9):
+                continue  # the same powers, or powers as good (of an input that never varies)
+            loo[i] = (y_mib[i] - (c[0] + c[1] * z[i])) / size[i]
+            shrink[i] = loo[i] - (y[i] - x[i] @ coef) / size[i]
     dof = max(float(w.sum() ** 2 / np.sum(w * w)) - p, 0.0)
     level = float(np.average(y_mib, weights=w))
     prior_scale = (prior_log_scale if design.log_space or design.relative
@@ -1001,7 +1070,7 @@ def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
     df = dof + config.ONLINE_PRIOR_DF
     qs = config.ONLINE_SELECTION_QUANTILE
     bound = x @ coef + size * (scale * t_quantile(qs, df) * np.sqrt(1.0 + leverage)
-                               - loo * leverage)
+                               - shrink)
     diff = y_mib - (np.exp(np.minimum(bound, 50.0)) if design.log_space else bound)
     loss = float(np.sum(judge * np.maximum(qs * diff, (qs - 1.0) * diff)) / judge.sum())
     empty = np.zeros(p)  # an empty request: the constant, and the next step of a trend

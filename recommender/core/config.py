@@ -324,6 +324,32 @@ ONLINE_MAX_PRODUCT_FEATURES = 3
 inputs; 4 would add 6 columns, more than a thin history can pay for)."""
 
 ONLINE_MONOMIAL_EXPONENTS = (0.0, 0.5, 1.0, 2.0)
+ONLINE_MONOMIAL_HELD_OUT_RUNS = 60
+"""Up to this many runs, the own monomial's leave-one-out errors are those of the powers chosen
+without each run (`designs.held_out_choices`), where leaving it out makes another choice score
+better: the powers are chosen among 15 (two inputs) on the very runs the design is then judged
+on against the others, and on a handful of runs that choice is the fit. Why: on scratch input
+workloads whose need is a sum (a footprint, a cost per batch item and one per token; 100
+actions, 6,000 runs, two inputs), young actions' own monomial with a power of one input alone
+(batch_size^0.5 over 9 runs) beat the straight line in both and put a request with four times
+the tokens of its runs at 9.5 GB where it needed 24 (a stated 0.1 %); their 4th to 10th runs
+made 11-15 OOMs in expectation by the generator's truth where the best slices make 1-2.
+Measured in process (scratch, `replay.replay_service`, retrained at 30/50/70/90 %, main at
+b0c51f4 -> with it; first attempts that ran out at reserved GB-h, the OOMs the truth expects
+on the first slices in brackets): additive seeds 1/2 27/26 at 29,074/29,281 (25.8/26.3) ->
+26/23 at 29,039/29,136 (24.9/23.9); the same with a scatter that grows with the batch, seeds
+3/4/5 36/48/39 at 31,871/33,364/33,604 (45.0/50.7/31.9) -> 33/44/39 at 32,107/32,898/33,439
+(39.5/51.1/31.5): 176 -> 165 at 0.4 % less memory; the 4th to 10th runs 62.9 -> 53.9 expected
+at 20,780 -> 20,743 GB-h. Where the need is a product (a footprint plus a cost per batch item
+and token), seeds 1/2 19/18 at 16,426/16,592 (15.7/14.0) -> 17/20 at 16,419/16,628 (15.1/15.7):
+the same in all. The repository's workloads (`recommender evaluate --runner
+in-process --trace T --seed N --quiet`): generated seed 7 2 -> 0 at 11,668 GB-h, shapes seed 5
+11 at 22,457 -> 10 at 22,501, one model per action seed 1 3 at 15,545 -> 3 at 15,549; GenTD26,
+two modes and the step change have fewer than two inputs, no monomial: unchanged. 200 instead
+of 60: hetero seeds 3/4 33/44 at 32,107/32,898 -> 33/43 at 32,112/32,899: past a few dozen
+runs the bias is small, and the check's cost grows as the square of the runs. Its cost
+(`python -m bench online`, fitting 50 runs with two inputs, at RecordExecution, not on
+Recommend): 2,801 -> 3,404-3,442 us (two runs); 10 runs 2,312 -> 2,537-2,688 us."""
 """Powers of each input tried in the design "a fixed footprint plus a power of the inputs":
 square roots, first powers and squares are how activation memory grows with sizes (a square
 for attention's sequence or an image's side); 0 leaves an input out. With 2 to

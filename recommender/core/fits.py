@@ -18,7 +18,7 @@ import numpy as np
 
 from recommender.core import config
 from recommender.core.arrays import FloatArray
-from recommender.core.designs import Design, best_exponents, pairwise
+from recommender.core.designs import Design, best_exponents, held_out_choices, pairwise
 from recommender.core.level_change import (
     ChangePosterior,
     Residuals,
@@ -367,6 +367,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
     judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     inputs: FloatArray | None = None  # a design with lent slopes: its input columns
+    chosen_on: tuple[FloatArray, FloatArray, FloatArray] | None = None  # powers chosen here
     log_in: FloatArray | None = None  # a design on inputs: them, log1p
     # Runs beyond its parameters it needs: one, for a leave-one-out error, but other actions'
     # powers fitted exactly through an action's first two runs (ONLINE_BORROW_POWERS_MIN_RUNS;
@@ -401,6 +402,8 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
                 if found is None:
                     return None
                 design = replace(design, exponents=found)
+                if int(ok.sum()) <= config.ONLINE_MONOMIAL_HELD_OUT_RUNS:
+                    chosen_on = (raw[ok], data.y_mib[ok], weighted.w[ok])
             power = np.prod(np.where(np.asarray(design.exponents) != 0.0,
                                      np.maximum(raw, 0.0) ** np.asarray(design.exponents),
                                      1.0), axis=1)
@@ -468,6 +471,13 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
             level = float(w_ok @ y_mib) / total
     residual = (y - fitted) / size
     loo = residual / (1.0 - leverage)
+    shrink = loo * leverage  # the fit's prediction less the run's prediction without it
+    if chosen_on is not None and chosen_on[1].shape[0] == loo.shape[0]:
+        held = held_out_choices(*chosen_on, design.exponents)
+        if held is not None:
+            moved, predicted = held
+            loo = np.where(moved, (chosen_on[1] - predicted) / size, loo)
+            shrink = np.where(moved, loo - residual, shrink)
     dof = max(n_eff - p, 0.0)
     # Against the prior, a design on the inputs counts its executions (ONLINE_PRIOR_DF).
     shown = max(float(y_mib.shape[0]) - p, 0.0) if design.features else dof
@@ -479,7 +489,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
               else tuple(float(v) for v in (w_ok @ inputs) / float(w_ok.sum())))
     return Core(design, coef, r_inv, y_mib, level, dof, shown,
                  float(w_ok @ (loo * loo)) / total * shown, fitted, size,
-                 np.sqrt(1.0 + leverage), loo * leverage, judge, judged,
+                 np.sqrt(1.0 + leverage), shrink, judge, judged,
                  np.maximum(judged - np.cumsum(judge[:lookback]), 1e-300),
                  Residuals.of(log_loo, w_ok), loo, w_ok, centre, data.step,
                  data.largest_seen, log_in, tuple(data.span(f) for f in design.features))
