@@ -349,7 +349,15 @@ two modes and the step change have fewer than two inputs, no monomial: unchanged
 of 60: hetero seeds 3/4 33/44 at 32,107/32,898 -> 33/43 at 32,112/32,899: past a few dozen
 runs the bias is small, and the check's cost grows as the square of the runs. Its cost
 (`python -m bench online`, fitting 50 runs with two inputs, at RecordExecution, not on
-Recommend): 2,801 -> 3,404-3,442 us (two runs); 10 runs 2,312 -> 2,537-2,688 us."""
+Recommend): 2,801 -> 3,404-3,442 us (two runs); 10 runs 2,312 -> 2,537-2,688 us.
+What is left on those young actions is mostly the powers other actions lend
+(`lending.powers_of`): batch_size^0.5 x tokens^0.5, a product, lent to actions whose need is a
+sum, put their 3rd to 5th runs at a third to a half of a large request's need. Tried and not
+kept (the same day, a prototype on c039ab2, in process): powers lent only by actions whose own
+monomial is their best design (the others, whose straight line won, lend none): additive seeds
+1/2 26/23 at 29,039/29,136 -> 29/25 at 28,912/29,266, hetero seeds 3/4 33/44 at 32,107/32,898 ->
+33/45 at 32,172/32,811 (126 -> 132 OOMs at the same memory; 139.4 -> 140.7 by the truth): more
+OOMs on three of the four draws. Which powers won the vote then was not looked into."""
 """Powers of each input tried in the design "a fixed footprint plus a power of the inputs":
 square roots, first powers and squares are how activation memory grows with sizes (a square
 for attention's sequence or an image's side); 0 leaves an input out. With 2 to
