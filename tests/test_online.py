@@ -1048,9 +1048,9 @@ def _reference_fit(design: Design, samples: list[Sample], prior_log_scale: float
             and len(y) <= config.ONLINE_MONOMIAL_HELD_OUT_RUNS):
         # Powers chosen on the runs: each run's error is the one of the powers chosen
         # without it, where leaving it out changes them (fitted as the choice scores them).
-        raw_ok = raw[ok]
-        for i in range(len(y)):
-            rest = np.arange(len(y)) != i
+        raw_ok, chosen_on = raw[ok], finite[ok]  # a run lacking an input of power 0 is fitted
+        for i in np.flatnonzero(chosen_on):
+            rest = chosen_on & (np.arange(len(y)) != i)
             again = best_exponents(raw_ok[rest], y_mib[rest], w[rest])
             if again is None:
                 continue

@@ -164,12 +164,15 @@ def best_exponents(raw: FloatArray, y: FloatArray, w: FloatArray) -> tuple[float
     return tuple(float(e) for e in grid[int(np.argmin(score))])
 
 
+_TIED = 1e-9
+"""Scores within this share of each other are one: the same fit in other arithmetic."""
+
+
 def held_out_choices(raw: FloatArray, y: FloatArray, w: FloatArray, chosen: tuple[float, ...]
                      ) -> tuple[NDArray[np.bool_], FloatArray] | None:
-    """For each run, whether leaving it out changes the exponents `best_exponents` chooses,
-    and where it does, the run as the exponents chosen without it predict it (by the same
-    weighted least squares the choice is scored on). None where every run's held-out
-    choice is the one made on all of them.
+    """For each run, whether without it other exponents than `chosen` score better (as
+    `best_exponents` scores them), and where they do, the run as the best of them, fitted
+    without it, predicts it. None where `chosen` stays the best without any one run.
 
     Why: the exponents are chosen on the runs the design is then judged on, so its
     leave-one-out errors are those of a shape that already saw the run left out. On a handful
@@ -206,10 +209,6 @@ def held_out_choices(raw: FloatArray, y: FloatArray, w: FloatArray, chosen: tupl
     if not moved.any():
         return None
     return moved, fitted[rows, rows, pick]
-
-
-_TIED = 1e-9
-"""Scores within this share of each other are one: the same fit in other arithmetic."""
 
 
 def pairwise(columns: Sequence[T]) -> list[T]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from numpy.typing import NDArray
 
 from recommender.core import config
 from recommender.core.arrays import FloatArray
@@ -367,7 +368,8 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
     judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     inputs: FloatArray | None = None  # a design with lent slopes: its input columns
-    chosen_on: tuple[FloatArray, FloatArray, FloatArray] | None = None  # powers chosen here
+    chosen_on: NDArray[np.bool_] | None = None  # the runs an own monomial's powers were chosen on
+    fitted_on: NDArray[np.bool_] | None = None  # the runs a design on inputs is fitted on
     log_in: FloatArray | None = None  # a design on inputs: them, log1p
     # Runs beyond its parameters it needs: one, for a leave-one-out error, but other actions'
     # powers fitted exactly through an action's first two runs (ONLINE_BORROW_POWERS_MIN_RUNS;
@@ -403,7 +405,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
                     return None
                 design = replace(design, exponents=found)
                 if int(ok.sum()) <= config.ONLINE_MONOMIAL_HELD_OUT_RUNS:
-                    chosen_on = (raw[ok], data.y_mib[ok], weighted.w[ok])
+                    chosen_on = ok
             power = np.prod(np.where(np.asarray(design.exponents) != 0.0,
                                      np.maximum(raw, 0.0) ** np.asarray(design.exponents),
                                      1.0), axis=1)
@@ -420,7 +422,7 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
         w_ok, y_mib, y, sw = weighted.w, data.y_mib, data.log_y, weighted.sw
         if design.features:  # a run that lacked an input sits out
             log_in = np.column_stack([data.log_inputs[f] for f in design.features])
-            ok = np.all(np.isfinite(x), axis=1)
+            ok = fitted_on = np.all(np.isfinite(x), axis=1)
             if int(ok.sum()) < p + spare:
                 return None
             if not ok.all():
@@ -472,11 +474,18 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
     residual = (y - fitted) / size
     loo = residual / (1.0 - leverage)
     shrink = loo * leverage  # the fit's prediction less the run's prediction without it
-    if chosen_on is not None and chosen_on[1].shape[0] == loo.shape[0]:
-        held = held_out_choices(*chosen_on, design.exponents)
+    if chosen_on is not None:
+        held = held_out_choices(raw[chosen_on], data.y_mib[chosen_on], weighted.w[chosen_on],
+                                design.exponents)
         if held is not None:
-            moved, predicted = held
-            loo = np.where(moved, (chosen_on[1] - predicted) / size, loo)
+            # The fit keeps a run that lacks an input its powers leave out (a power of 0);
+            # the choice did not see it, and its error stays the fit's.
+            among = chosen_on if fitted_on is None else chosen_on[fitted_on]
+            moved = np.zeros(loo.shape[0], dtype=bool)
+            moved[among] = held[0]
+            predicted = np.zeros(loo.shape[0])
+            predicted[among] = held[1]
+            loo = np.where(moved, (y_mib - predicted) / size, loo)
             shrink = np.where(moved, loo - residual, shrink)
     dof = max(n_eff - p, 0.0)
     # Against the prior, a design on the inputs counts its executions (ONLINE_PRIOR_DF).
