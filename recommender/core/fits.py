@@ -368,7 +368,8 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
     judge = data.weighted(judge_half_life).w if judge_half_life else weighted.w
     size = np.ones(1)  # what each run's error is a share of (a relative design: its size)
     inputs: FloatArray | None = None  # a design with lent slopes: its input columns
-    chosen_on: NDArray[np.bool_] | None = None  # the runs an own monomial's powers were chosen on
+    # An own monomial's powers, chosen on these runs, judged without each (`held_out_choices`)
+    held_out: tuple[NDArray[np.bool_], NDArray[np.bool_], FloatArray] | None = None
     fitted_on: NDArray[np.bool_] | None = None  # the runs a design on inputs is fitted on
     log_in: FloatArray | None = None  # a design on inputs: them, log1p
     # Runs beyond its parameters it needs: one, for a leave-one-out error, but other actions'
@@ -405,7 +406,8 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
                     return None
                 design = replace(design, exponents=found)
                 if int(ok.sum()) <= config.ONLINE_MONOMIAL_HELD_OUT_RUNS:
-                    chosen_on = ok
+                    held = held_out_choices(raw[ok], data.y_mib[ok], weighted.w[ok], found)
+                    held_out = None if held is None else (ok, *held)
             power = np.prod(np.where(np.asarray(design.exponents) != 0.0,
                                      np.maximum(raw, 0.0) ** np.asarray(design.exponents),
                                      1.0), axis=1)
@@ -474,19 +476,17 @@ def fit_core(design: Design, data: Data, judge_half_life: float = 0.0) -> Core |
     residual = (y - fitted) / size
     loo = residual / (1.0 - leverage)
     shrink = loo * leverage  # the fit's prediction less the run's prediction without it
-    if chosen_on is not None:
-        held = held_out_choices(raw[chosen_on], data.y_mib[chosen_on], weighted.w[chosen_on],
-                                design.exponents)
-        if held is not None:
-            # The fit keeps a run that lacks an input its powers leave out (a power of 0);
-            # the choice did not see it, and its error stays the fit's.
-            among = chosen_on if fitted_on is None else chosen_on[fitted_on]
-            moved = np.zeros(loo.shape[0], dtype=bool)
-            moved[among] = held[0]
-            predicted = np.zeros(loo.shape[0])
-            predicted[among] = held[1]
-            loo = np.where(moved, (y_mib - predicted) / size, loo)
-            shrink = np.where(moved, loo - residual, shrink)
+    if held_out is not None:
+        # The fit keeps a run that lacks an input its powers leave out (a power of 0); the
+        # choice did not see it, and its error stays the fit's.
+        chosen_on, beaten, without = held_out
+        among = chosen_on if fitted_on is None else chosen_on[fitted_on]
+        moved = np.zeros(loo.shape[0], dtype=bool)
+        moved[among] = beaten
+        predicted = np.zeros(loo.shape[0])
+        predicted[among] = without
+        loo = np.where(moved, (y_mib - predicted) / size, loo)
+        shrink = np.where(moved, loo - residual, shrink)
     dof = max(n_eff - p, 0.0)
     # Against the prior, a design on the inputs counts its executions (ONLINE_PRIOR_DF).
     shown = max(float(y_mib.shape[0]) - p, 0.0) if design.features else dof
