@@ -50,11 +50,37 @@ class PopulationSample:
 
 
 @dataclass(frozen=True)
+class Bend:
+    """How the slope of log peak on one log input changes along it, pooled within actions
+    (`_pooled_bends`): `curvature` times (x - `at`) squared, where x is the log input, taken
+    straight on past the log inputs the fit saw (`low` to `high`) with the slope it has at
+    their edge. Why: a footprint plus a cost per batch item grows slowly in log at small
+    batches and nearly in proportion at large ones, so one power law moves a run from a batch
+    of 16 to one of 64 by half of what it grows; a bend carried past the inputs seen would
+    grow without bound."""
+
+    curvature: float
+    at: float
+    low: float
+    high: float
+
+    def of(self, x: float) -> float:
+        """The bend's part of the log peak at log input `x`."""
+        edge = min(max(x, self.low), self.high)
+        return self.curvature * ((edge - self.at) ** 2 + 2.0 * (edge - self.at) * (x - edge))
+
+    def of_array(self, x: FloatArray) -> FloatArray:
+        edge = np.clip(x, self.low, self.high)
+        return self.curvature * ((edge - self.at) ** 2 + 2.0 * (edge - self.at) * (x - edge))
+
+
+@dataclass(frozen=True)
 class Inputs:
     """How peaks move with a request's inputs across actions (`_pooled_slopes`): per input
     name a slope of log peak on log input, about a centre (the mean log input of the first
-    runs that carry it). An input a request lacks is taken at its centre; an input no slope
-    is known for moves nothing."""
+    runs that carry it), and where the slope itself changes along the input, a `Bend`. An
+    input a request lacks is taken at its centre; an input no slope is known for moves
+    nothing."""
 
     slopes: Mapping[str, float]
     centres: Mapping[str, float]
@@ -64,10 +90,36 @@ class Inputs:
     """(X'X)^-1 of that fit (a column of ones, then the centred log inputs in `across`
     order): how uncertain its mean and slopes are, so a request far from the inputs seen is
     given a wider prior."""
+    bends: Mapping[str, Bend] = field(default_factory=dict)
+    """Per input of `slopes` fitted within actions whose slope changes along it; with a bend,
+    that input's slope is the one at the bend's `at`."""
+
+    @cached_property
+    def _terms(self) -> tuple[tuple[str, float, float, Bend | None, float], ...]:
+        """Per input: its slope, centre, bend and the bend's part at the centre."""
+        return tuple((f, b, self.centres[f], bend := self.bends.get(f),
+                      0.0 if bend is None else bend.of(self.centres[f]))
+                     for f, b in self.slopes.items())
 
     def shift(self, features: Mapping[str, float]) -> float:
-        return math.fsum(b * (math.log(v) - self.centres[f]) for f, b in self.slopes.items()
-                         if (v := features.get(f, 0.0)) > 0)
+        moved = []
+        for f, b, centre, bend, at_centre in self._terms:
+            if (v := features.get(f, 0.0)) > 0:
+                x = math.log(v)
+                moved.append(b * (x - centre))
+                if bend is not None:
+                    moved.append(bend.of(x) - at_centre)
+        return math.fsum(moved)
+
+    def shift_runs(self, names: Sequence[str], x: FloatArray) -> FloatArray:
+        """`shift` of runs whose log inputs `names` are the columns of `x`."""
+        moved = np.zeros(len(x))
+        for j, f in enumerate(names):
+            if (b := self.slopes.get(f)) is not None:
+                moved += b * (x[:, j] - self.centres[f])
+                if (bend := self.bends.get(f)) is not None:
+                    moved += bend.of_array(x[:, j]) - bend.of(self.centres[f])
+        return moved
 
     def leverage(self, features: Mapping[str, float]) -> float:
         """d' (X'X)^-1 d of the request's centred log inputs across actions (d = [1, ...]):
@@ -82,6 +134,8 @@ class Inputs:
 
     def said(self) -> str:
         return ", ".join(f"{f}^{b:.2f}" + (" across actions" if f in self.across else "")
+                         + (f" bending {bend.curvature:+.2f}" if (bend := self.bends.get(f))
+                            else "")
                          for f, b in sorted(self.slopes.items()))
 
 
@@ -316,7 +370,8 @@ def build_population(samples: Sequence[PopulationSample],
     declared = _across(_ratios(by_action, lambda _: 0.0), log_scale)
     pooled = _pooled_slopes(logs)
     step = config.ONLINE_BORROW_SLOPE_STEP
-    at_inputs = _at_inputs(by_action, logs, pooled, first, declared, log_scale)
+    at_inputs = _at_inputs(by_action, logs, _pooled_bends(logs, pooled), first, declared,
+                           log_scale)
     nearest = nearest_declared = None
     if at_inputs is not None:  # without slopes on inputs there is nothing to be near in
         on_first, on_declared = at_inputs.for_first, at_inputs.inputs
@@ -428,9 +483,72 @@ def _pooled_slopes(logs: Sequence[_Logs]) -> dict[str, float]:
     return {f: float(b) for f, b in zip(shared, coef, strict=True)}
 
 
+def _pooled_bends(logs: Sequence[_Logs], pooled: Mapping[str, float]
+                  ) -> tuple[Mapping[str, float], Mapping[str, Bend]]:
+    """`pooled` refitted with a `Bend` for each input whose slope changes along it: the same
+    fit within actions, plus per input a column of its squared log input about the mean of
+    the runs' (each action's about its own mean), kept where POPULATION_BEND_ACTIONS actions
+    ran at three values of it or more (a curve needs three points) and the curvature is
+    POPULATION_BEND_T of its standard errors from none, then fitted again with the kept
+    ones alone. The slopes are then those at the bends' centres. `pooled` unchanged, and no
+    bends, where none is kept. Why: config, POPULATION_BEND_T."""
+    names = sorted(pooled)
+    column = {f: k for k, f in enumerate(names)}
+    used = [a for a in logs if len(a.x) >= 2 and any(f in column for f in a.names)]
+    if not used:
+        return pooled, {}
+    # Every used action's latest runs stacked, an input it does not carry as NaN.
+    raw = np.full((sum(len(a.x) for a in used), len(names)), np.nan)
+    group = np.repeat(np.arange(len(used)), [len(a.x) for a in used])
+    counts = dict.fromkeys(names, 0)
+    row = 0
+    for a in used:
+        for j, f in enumerate(a.names):
+            if (k := column.get(f)) is not None:
+                raw[row:row + len(a.x), k] = a.x[:, j]
+                counts[f] += len(set(np.round(a.x[:, j], 9).tolist())) >= 3
+        row += len(a.x)
+    curved = [f for f in names if counts[f] >= config.POPULATION_BEND_ACTIONS]
+    if not curved:
+        return pooled, {}
+    sizes = np.bincount(group).astype(np.float64)
+
+    def within(v: FloatArray) -> FloatArray:
+        """`v` about each action's own mean, 0 where an action lacks the input."""
+        present = ~np.isnan(v)
+        mean = np.bincount(group, np.where(present, v, 0.0)) / sizes
+        return np.where(present, v - mean[group], 0.0)
+
+    y = within(np.concatenate([a.recent for a in used]))
+    linear = [within(raw[:, k]) for k in range(len(names))]
+    centre = {f: float(np.nanmean(raw[:, column[f]])) for f in curved}
+    square = {f: within((raw[:, column[f]] - centre[f]) ** 2) for f in curved}
+
+    def fit(bent: Sequence[str]) -> tuple[FloatArray, FloatArray, float]:
+        design = np.column_stack(linear + [square[f] for f in bent])
+        coef = np.linalg.lstsq(design, y, rcond=None)[0]
+        residual = y - design @ coef
+        dof = len(y) - len(used) - design.shape[1]
+        variance = float(residual @ residual) / dof if dof > 0 else math.inf
+        inverse = np.asarray(np.linalg.pinv(design.T @ design), dtype=np.float64)
+        return np.asarray(coef, dtype=np.float64), inverse, variance
+
+    coef, inverse, variance = fit(curved)
+    kept = [f for i, f in enumerate(curved)
+            if abs(coef[len(names) + i]) >= config.POPULATION_BEND_T * math.sqrt(
+                max(variance * inverse[len(names) + i, len(names) + i], 0.0))]
+    if not kept:
+        return pooled, {}
+    coef = fit(kept)[0]
+    return ({f: float(coef[k]) for f, k in column.items()},
+            {f: Bend(float(coef[len(names) + i]), centre[f],
+                     float(np.nanmin(raw[:, column[f]])), float(np.nanmax(raw[:, column[f]])))
+             for i, f in enumerate(kept)})
+
+
 def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequence[_Logs],
-               pooled: Mapping[str, float], first: Spread | None, declared: Spread | None,
-               raw_log_scale: float) -> AtInputs | None:
+               bent: tuple[Mapping[str, float], Mapping[str, Bend]], first: Spread | None,
+               declared: Spread | None, raw_log_scale: float) -> AtInputs | None:
     """The population moved to the centres of the inputs by the pooled slopes, each part kept
     only where it spreads less than the raw one (POPULATION_INPUTS_NARROWER: the inputs
     explain some of how actions' first runs differ); then the first peaks moved further by
@@ -445,15 +563,13 @@ def _at_inputs(by_action: Mapping[str, Sequence[PopulationSample]], logs: Sequen
             if v > 0:
                 carried.setdefault(f, []).append(math.log(v))
     centres = {f: statistics.fmean(v) for f, v in carried.items()}
+    pooled, bends = bent
     slopes = {f: b for f, b in pooled.items() if f in carried}
-    inputs = Inputs(slopes, {f: centres[f] for f in slopes})
+    inputs = Inputs(slopes, {f: centres[f] for f in slopes},
+                    bends={f: bend for f, bend in bends.items() if f in slopes})
 
     def moved(a: _Logs) -> FloatArray:
-        y = a.recent.copy()
-        for j, f in enumerate(a.names):
-            if f in slopes:
-                y -= slopes[f] * (a.x[:, j] - inputs.centres[f])
-        return y
+        return a.recent - inputs.shift_runs(a.names, a.x)
 
     kept_first = kept_declared = None
     log_scale = raw_log_scale
@@ -547,7 +663,8 @@ def _slopes_across(firsts: Sequence[PopulationSample], within: Inputs,
     across = tuple(names[k] for k in keep)
     inputs = Inputs({**within.slopes, **dict(zip(across, coef[1:].tolist(), strict=True))},
                     {**within.centres, **{f: centres[f] for f in across}}, across,
-                    tuple(tuple(r) for r in np.linalg.pinv(design.T @ design).tolist()))
+                    tuple(tuple(r) for r in np.linalg.pinv(design.T @ design).tolist()),
+                    within.bends)
     return inputs, Spread(float(coef[0]), scale, len(firsts), len(across))
 
 
