@@ -56,8 +56,8 @@ class Bend:
     straight on past the log inputs the fit saw (`low` to `high`) with the slope it has at
     their edge. Why: a footprint plus a cost per batch item grows slowly in log at small
     batches and nearly in proportion at large ones, so one power law moves a run from a batch
-    of 16 to one of 64 by half of what it grows; a bend carried past the inputs seen would
-    grow without bound."""
+    of 16 to one of 64 by a fraction of what it grows; a bend carried on past the inputs seen
+    would grow without bound."""
 
     curvature: float
     at: float
@@ -70,6 +70,7 @@ class Bend:
         return self.curvature * ((edge - self.at) ** 2 + 2.0 * (edge - self.at) * (x - edge))
 
     def of_array(self, x: FloatArray) -> FloatArray:
+        """`of` for each of the log inputs `x`."""
         edge = np.clip(x, self.low, self.high)
         return self.curvature * ((edge - self.at) ** 2 + 2.0 * (edge - self.at) * (x - edge))
 
