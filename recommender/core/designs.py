@@ -140,6 +140,13 @@ def _exponent_grid(k: int) -> FloatArray:
     return found
 
 
+def _candidate_columns(raw: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The exponent grid for `raw`'s inputs, and each run's power of them under every
+    candidate (runs x candidates): what `best_exponents` and `held_out_choices` score."""
+    grid = _exponent_grid(raw.shape[1])
+    return grid, np.exp(np.log(np.maximum(raw, 1e-300)) @ grid.T)
+
+
 def best_exponents(raw: FloatArray, y: FloatArray, w: FloatArray) -> tuple[float, ...] | None:
     """The exponents whose c0 + c1 x^e, fitted by weighted least squares, leaves the least
     weighted square of relative errors (all candidates at once: a few hundred microseconds).
@@ -147,8 +154,7 @@ def best_exponents(raw: FloatArray, y: FloatArray, w: FloatArray) -> tuple[float
     then judged on, so its leave-one-out errors would be optimistic: on a few dozen runs or
     fewer each is taken as the choice made without its run predicts it (`held_out_choices`);
     past ONLINE_MONOMIAL_HELD_OUT_RUNS the bias is small and the check's cost is not."""
-    grid = _exponent_grid(raw.shape[1])
-    z = np.exp(np.log(np.maximum(raw, 1e-300)) @ grid.T)  # runs x candidates
+    grid, z = _candidate_columns(raw)
     total = float(w.sum())
     mz = w @ z / total
     my = float(w @ y) / total
@@ -180,9 +186,8 @@ def held_out_choices(raw: FloatArray, y: FloatArray, w: FloatArray, chosen: tupl
     need that grows with both inputs by a power of one of them alone, and its leave-one-out
     loss beat the straight line in both that was right (a scratch input workload: a young
     action asked for four times the tokens of its runs was put at 9.5 GB where it needed 24)."""
-    grid = _exponent_grid(raw.shape[1])
+    grid, z = _candidate_columns(raw)
     n = raw.shape[0]
-    z = np.exp(np.log(np.maximum(raw, 1e-300)) @ grid.T)  # runs x candidates
     held = np.broadcast_to(w, (n, n)) * (1.0 - np.eye(n))  # row i: the weights without run i
     total = held.sum(axis=1)
     if not np.all(total > 0):

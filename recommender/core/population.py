@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,8 @@ from recommender.core.calibration import EMPTY, CalibrationSample, SliceCalibrat
 from recommender.core.neighbours import Nearest
 from recommender.core.predictive import Predictive
 from recommender.core.spread import Spread
+
+T = TypeVar("T", float, FloatArray)
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,14 @@ class Bend:
 
     def of(self, x: float) -> float:
         """The bend's part of the log peak at log input `x`."""
-        edge = min(max(x, self.low), self.high)
-        return self.curvature * ((edge - self.at) ** 2 + 2.0 * (edge - self.at) * (x - edge))
+        return self._at(x, min(max(x, self.low), self.high))
 
     def of_array(self, x: FloatArray) -> FloatArray:
         """`of` for each of the log inputs `x`."""
-        edge = np.clip(x, self.low, self.high)
+        return self._at(x, np.clip(x, self.low, self.high))
+
+    def _at(self, x: T, edge: T) -> T:
+        """The curve up to `edge` (x clipped to the inputs seen), straight on from there."""
         return self.curvature * ((edge - self.at) ** 2 + 2.0 * (edge - self.at) * (x - edge))
 
 
@@ -96,15 +100,15 @@ class Inputs:
     that input's slope is the one at the bend's `at`."""
 
     @cached_property
-    def _terms(self) -> tuple[tuple[str, float, float, Bend | None, float], ...]:
+    def _terms(self) -> dict[str, tuple[float, float, Bend | None, float]]:
         """Per input: its slope, centre, bend and the bend's part at the centre."""
-        return tuple((f, b, self.centres[f], bend := self.bends.get(f),
-                      0.0 if bend is None else bend.of(self.centres[f]))
-                     for f, b in self.slopes.items())
+        return {f: (b, self.centres[f], bend := self.bends.get(f),
+                    0.0 if bend is None else bend.of(self.centres[f]))
+                for f, b in self.slopes.items()}
 
     def shift(self, features: Mapping[str, float]) -> float:
         moved = []
-        for f, b, centre, bend, at_centre in self._terms:
+        for f, (b, centre, bend, at_centre) in self._terms.items():
             if (v := features.get(f, 0.0)) > 0:
                 x = math.log(v)
                 moved.append(b * (x - centre))
@@ -116,10 +120,11 @@ class Inputs:
         """`shift` of runs whose log inputs `names` are the columns of `x`."""
         moved = np.zeros(len(x))
         for j, f in enumerate(names):
-            if (b := self.slopes.get(f)) is not None:
-                moved += b * (x[:, j] - self.centres[f])
-                if (bend := self.bends.get(f)) is not None:
-                    moved += bend.of_array(x[:, j]) - bend.of(self.centres[f])
+            if (term := self._terms.get(f)) is not None:
+                b, centre, bend, at_centre = term
+                moved += b * (x[:, j] - centre)
+                if bend is not None:
+                    moved += bend.of_array(x[:, j]) - at_centre
         return moved
 
     def leverage(self, features: Mapping[str, float]) -> float:
