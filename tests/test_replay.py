@@ -479,6 +479,30 @@ def test_the_frontier_moves_the_riskier_first_attempts_a_slice_up() -> None:
                                            "(stated chance above 2.0%).")
 
 
+def test_the_frontier_at_a_rule_s_count_lowers_the_bar_until_it_is_reached() -> None:
+    """`frontier_at`: the replay's GB-h where it ran out no more often than asked; else the
+    first attempts the most likely to run out moved a slice up, ties together, until it does;
+    None where the moves cannot get there."""
+    s = replay.Slices((10000, 20000, 40000))
+    m = replay.Metrics("ours")
+    _ran(m, s, 0.05, 10000, 12000)  # ran out; one slice up it fits
+    _ran(m, s, 0.05, 10000, 9000)  # the same chance: moved with it, for nothing
+    _ran(m, s, 0.04, 10000, 25000)  # ran out; one slice up it still does
+    _ran(m, s, 0.02, 20000, 30000)  # ran out; one slice up it fits
+    _ran(m, s, 0.0, 10000, 15000)  # ran out, no chance stated: never moved
+    assert m.first_oom == 4
+    assert replay.frontier_at(m, s, 4) == pytest.approx(m.reserved_gbh)
+    assert replay.frontier_at(m, s, 9) == pytest.approx(m.reserved_gbh)
+    # The 5 % pair: 10,000 + 20,000 became 20,000, 10,000 became 20,000: as much memory.
+    assert replay.frontier_at(m, s, 3) == pytest.approx(m.reserved_gbh)
+    # Down to 4 % moves one that still runs out (10,000 + 20,000 + 40,000 became 20,000 +
+    # 40,000); down to 2 % reaches 2 OOMs (20,000 + 40,000 became 40,000).
+    assert replay.frontier_at(m, s, 2) == pytest.approx(m.reserved_gbh - 30000 / 1024)
+    assert replay.frontier_at(m, s, 1) is None  # the unstated one and the 4 % one stay
+    assert replay.frontier_point(m, s, 0.01)[1:] == (2, pytest.approx(
+        replay.frontier_at(m, s, 2)))
+
+
 def test_the_frontier_starts_where_the_replay_ran(catalog: Catalog) -> None:
     pools = replay.mixed_pools(catalog, ["A100-80GB"])
     slices = replay.Slices.of(pools)

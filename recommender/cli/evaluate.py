@@ -188,8 +188,8 @@ def _draws(args: argparse.Namespace, catalog: Catalog, runner: RunnerFactory, re
                     oom_wait_gpus=args.oom_wait_gpus)
                 show(f"{replay.VPA}, {key} seed {seed}")
                 vpa = replay.replay_rule(replay.VPA, replay.BASELINES[replay.VPA], trace, slices)
-                draws.append(replay.Draw(seed, service, vpa,
-                                         replay.oracle(trace, slices).reserved_gbh))
+                draws.append(replay.Draw.of(seed, service, vpa,
+                                            replay.oracle(trace, slices).reserved_gbh, slices))
             show.clear()
             print(f"\n### {title}; {' and '.join(gpus)} pools), {len(draws)} draws\n\n"
                   f"Each draw a replay of the workload its seed generates; the service "

@@ -484,6 +484,14 @@ class Draw:
     service: Metrics
     vpa: Metrics
     oracle_gbh: float
+    at_vpa_gbh: float | None = None
+    """The service's reserved GB-h at VPA's count of first attempts that ran out
+    (`frontier_at`); None where its stated chances do not reach it."""
+
+    @classmethod
+    def of(cls, seed: int, service: Metrics, vpa: Metrics, oracle_gbh: float,
+           slices: Slices) -> Draw:
+        return cls(seed, service, vpa, oracle_gbh, frontier_at(service, slices, vpa.first_oom))
 
 
 def _summed(name: str, runs: Sequence[Metrics]) -> Metrics:
@@ -499,14 +507,23 @@ def _totals(draws: Sequence[Draw]) -> tuple[Metrics, Metrics]:
             _summed(VPA, [d.vpa for d in draws]))
 
 
+def _at_vpa(gbh: float | None, vpa_gbh: float) -> str:
+    return ("not reached" if gbh is None
+            else f"{gbh:,.0f} ({gbh / max(vpa_gbh, 1e-9) - 1:+.1%})")
+
+
 def draws_table(draws: Sequence[Draw]) -> str:
     """A row per draw, then their total: first attempts that ran out, retries and reserved
-    GB-h (and x the oracle), the service's beside VPA's. Why: on one draw a difference of a few
-    OOMs is what the next draw moves; on how many draws a rule wins, and by how much in total,
-    is what holds."""
+    GB-h (and x the oracle), the service's beside VPA's; last, the service's GB-h at VPA's
+    count of OOMs (`frontier_at`) and how it stands to VPA's. Why: on one draw a difference of
+    a few OOMs is what the next draw moves; on how many draws a rule wins, and by how much in
+    total, is what holds; and where the service ran out more often at less memory, whether
+    its own chances buy VPA's count for less memory than VPA held (a price) or not (the
+    predictions)."""
     lines = ["| seed | service: first attempts that ran out | retries | reserved GB-h | x oracle "
-             "| VPA: first attempts that ran out | retries | reserved GB-h | x oracle |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| VPA: first attempts that ran out | retries | reserved GB-h | x oracle "
+             "| service at VPA's OOMs: GB-h (vs VPA) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
 
     def cells(m: Metrics, oracle_gbh: float) -> str:
         return (f"{m.first_oom:,} | {m.retries:,} | {m.reserved_gbh:,.0f} | "
@@ -514,27 +531,43 @@ def draws_table(draws: Sequence[Draw]) -> str:
 
     for d in draws:
         lines.append(f"| {d.seed} | {cells(d.service, d.oracle_gbh)} | "
-                     f"{cells(d.vpa, d.oracle_gbh)} |")
+                     f"{cells(d.vpa, d.oracle_gbh)} | "
+                     f"{_at_vpa(d.at_vpa_gbh, d.vpa.reserved_gbh)} |")
     if len(draws) > 1:
         oracle = math.fsum(d.oracle_gbh for d in draws)
         ours, theirs = _totals(draws)
-        lines.append(f"| all {len(draws)} | {cells(ours, oracle)} | {cells(theirs, oracle)} |")
+        matched = [d.at_vpa_gbh for d in draws]
+        at_vpa = (None if any(g is None for g in matched)
+                  else math.fsum(g for g in matched if g is not None))
+        lines.append(f"| all {len(draws)} | {cells(ours, oracle)} | {cells(theirs, oracle)} | "
+                     f"{_at_vpa(at_vpa, theirs.reserved_gbh)} |")
     return "\n".join(lines)
 
 
 def draws_said(draws: Sequence[Draw]) -> str:
     """On how many draws the service ran out fewer times than VPA, as often, more often, and
-    on how many it reserved less memory; the totals' difference."""
+    on how many it reserved less memory; the totals' difference; and of the draws where it
+    ran out more often, on how many its own chances reach VPA's count with less memory than
+    VPA held (`frontier_at`)."""
     fewer = sum(d.service.first_oom < d.vpa.first_oom for d in draws)
     same = sum(d.service.first_oom == d.vpa.first_oom for d in draws)
     less = sum(d.service.reserved_gbh < d.vpa.reserved_gbh for d in draws)
     ours, theirs = _totals(draws)
     change = ours.reserved_gbh / max(theirs.reserved_gbh, 1e-9) - 1.0
-    return (f"Against VPA, the service's first attempts ran out fewer times on {fewer} of "
+    said = (f"Against VPA, the service's first attempts ran out fewer times on {fewer} of "
             f"{len(draws)} draws, as many on {same}, more on {len(draws) - fewer - same}; it "
             f"reserved less memory on {less}. In all, {ours.first_oom:,} against "
             f"{theirs.first_oom:,} (retries: {ours.retries:,} against {theirs.retries:,}), at "
             f"{abs(change):.1%} {'less' if change < 0 else 'more'} memory.")
+    more = [d for d in draws if d.service.first_oom > d.vpa.first_oom]
+    if more:
+        cheaper = sum(d.at_vpa_gbh is not None and d.at_vpa_gbh < d.vpa.reserved_gbh
+                      for d in more)
+        said += (f" Where it ran out more often, its riskiest first attempts moved a slice up "
+                 f"(the last column, a static estimate) reach VPA's count with less memory "
+                 f"than VPA held on {cheaper} of {len(more)}: there the difference is the "
+                 f"price of an OOM, elsewhere the predictions'.")
+    return said
 
 
 def excess_table(m: Metrics, oracle_gbh: float) -> str:
@@ -650,15 +683,55 @@ def frontier_point(m: Metrics, slices: Slices, above: float) -> tuple[int, int, 
     moved = ran_out = 0
     gbh = m.reserved_gbh
     for f in m.firsts:
-        bigger = next((s for s in slices.mib if s >= f.slice_mib * LARGEST_SHARE), None)
-        if f.chance <= above or bigger is None:
+        up = _moved_up(f, slices) if f.chance > above else None
+        if up is None:
             ran_out += f.slice_mib < f.peak_mib
             continue
-        attempts, _ = slices.attempts(bigger, f.peak_mib)
         moved += 1
-        ran_out += attempts[0] < f.peak_mib
-        gbh += sum(attempts) / 1024 * f.hours - f.reserved_gbh
+        ran_out += up[0]
+        gbh += up[1] - f.reserved_gbh
     return moved, ran_out, gbh
+
+
+def _moved_up(f: FirstAttempt, slices: Slices) -> tuple[int, float] | None:
+    """(1 if it still ran out else 0, what its attempts held in GB-h) had this first attempt
+    started on the next offered slice that holds LARGEST_SHARE times its memory and climbed
+    from there; None where no offered slice does."""
+    bigger = next((s for s in slices.mib if s >= f.slice_mib * LARGEST_SHARE), None)
+    if bigger is None:
+        return None
+    attempts, _ = slices.attempts(bigger, f.peak_mib)
+    return int(attempts[0] < f.peak_mib), sum(attempts) / 1024 * f.hours
+
+
+def frontier_at(m: Metrics, slices: Slices, ooms: int) -> float | None:
+    """The reserved GB-h at which the service's replay would have run out no more than `ooms`
+    times on first attempts, its bar on the stated chance lowered until it does: the first
+    attempts the most likely to run out moved a slice up first, ties together, as
+    `frontier_point` moves them (a static estimate, the same caveats). The replay's own GB-h
+    where it ran out no more than that; None where moving every first attempt with a stated
+    chance does not get there. Why: on a draw where the service ran out more often than a
+    rule at less memory, the two are at different prices of an OOM, not better and worse
+    predictions, if the service's own chances reach the rule's count with less memory than
+    the rule held; where they do not, the rule bought those OOMs more cheaply
+    (`recommender evaluate --seeds`)."""
+    ran_out, gbh = m.first_oom, m.reserved_gbh
+    if ran_out <= ooms:
+        return gbh
+    stated = sorted((f for f in m.firsts if f.chance > 0), key=lambda f: -f.chance)
+    i = 0
+    while i < len(stated):
+        bar = stated[i].chance
+        while i < len(stated) and stated[i].chance == bar:
+            f = stated[i]
+            i += 1
+            up = _moved_up(f, slices)
+            if up is not None:
+                ran_out += up[0] - (f.slice_mib < f.peak_mib)
+                gbh += up[1] - f.reserved_gbh
+        if ran_out <= ooms:
+            return gbh
+    return None
 
 
 def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -> str:
@@ -692,6 +765,7 @@ __all__ = ["BASELINES", "CHANCE_BINS", "FRONTIER_CHANCES", "LADDER", "LARGEST_SH
            "RETRAIN_AT", "RUN_GROUPS", "SPARSE", "VPA", "Draw", "FirstAttempt",
            "InProcessRunner", "Metrics", "RunnerFactory", "Slices", "calibration_table",
            "draws_said", "draws_table", "excess_of",
-           "excess_table", "frontier_point", "frontier_table", "in_process", "mixed_pools",
+           "excess_table", "frontier_at", "frontier_point", "frontier_table", "in_process",
+           "mixed_pools",
            "oracle", "replay_rule", "replay_service", "retrain_points", "run_group",
            "run_table", "table"]
