@@ -311,7 +311,22 @@ ONLINE_MIN_TREND_SAMPLES = 6
 grows within a pod's life); fewer cannot tell a trend from noise."""
 
 ONLINE_MIN_SPARE_SAMPLES = 4
-"""Executions beyond the number of a design's inputs before it is fitted at all."""
+"""Executions beyond the number of a design's inputs before it is fitted at all.
+Tried and not kept (2026-12-07, in process, copies of 2ebe9aa; first attempts that ran out at
+reserved GB-h, with the OOMs the generator's truth expects on the first slices in brackets): 3
+and 2, so that an action's own designs on two inputs (linear in MiB, the power law, the
+monomial) compete from its 5th or 4th run. Why it was tried: on a scratch generator of additive
+peaks (a footprint plus a cost per batch item and per token, 100 actions, 6,000 runs, seed 1)
+the 4th to 6th runs made 3.2/3.0/3.7 OOMs in expectation where the best slices make 0.2-0.3, and
+the 7th, the first with the action's own linear design, 1.05: until then a young action has only
+lent shapes (other actions' powers, batch^0.5 x tokens^0.5, put a batch of 64 at 6.3 GB where it
+needed 17.4). With 3: that scratch draw 26 at 28,950 -> 24 at 28,787, its product draw 17 at
+16,383 -> 15 at 16,317, but the generated workload with 1,000 actions seeds 1/7 16/18 at
+14,125/13,438 (15.2/15.4) -> 18/20 at 13,970/13,308 (17.2/19.8): its 4th to 10th runs 3.5/5.1 ->
+2.5/5.0 expected, its third 4.5/1.9 -> 5.4/4.0 (the young actions' record, core.calibration,
+moved with the later runs' chances). With 2: 25 at 28,689 and 15 at 16,330 on the scratch draws,
+22/21 at 14,078/13,369 (20.4/21.1) on the 1,000-action ones. About 1 % less memory for 2 to 6 more
+OOMs, roughly even by OOM_WAIT_GPUS, and more OOMs where the runs are fewest."""
 
 ONLINE_FEATURE_PRESENCE = 0.8
 """A feature enters an action's model when at least this share of its executions carried it."""
