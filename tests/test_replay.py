@@ -475,14 +475,18 @@ def test_the_frontier_moves_the_riskier_first_attempts_a_slice_up() -> None:
     # 2 % and 1 % move the same two: the higher bar is named.
     cheapest = min(gbh for _, _, gbh in (replay.frontier_point(m, s, x)
                                          for x in replay.FRONTIER_CHANCES))
-    assert table.splitlines()[-1].endswith(f"with no more: {cheapest:,.0f} GB-h "
-                                           "(stated chance above 2.0%).")
+    assert f"with no more: {cheapest:,.0f} GB-h (stated chance above 2.0%); " in table
+    finest = replay.frontier_at(m, s, 1)
+    assert finest is not None and finest <= cheapest
+    assert table.splitlines()[-1].endswith(
+        f"one stated chance at a time: {finest:,.0f} GB-h ({finest / 1000 - 1:+.1%} against "
+        "its).")
 
 
-def test_the_frontier_at_a_rule_s_count_lowers_the_bar_until_it_is_reached() -> None:
-    """`frontier_at`: the replay's GB-h where it ran out no more often than asked; else the
-    first attempts the most likely to run out moved a slice up, ties together, until it does;
-    None where the moves cannot get there."""
+def test_the_frontier_at_a_rule_s_count_is_the_least_memory_of_any_bar_that_reaches_it() -> None:
+    """`frontier_at`: the least GB-h of the replay and of every bar on the stated chance
+    (ties moved together) at which no more first attempts ran out than asked; None where no
+    bar gets there. Moving one that ran out anyway saves the rung it died on."""
     s = replay.Slices((10000, 20000, 40000))
     m = replay.Metrics("ours")
     _ran(m, s, 0.05, 10000, 12000)  # ran out; one slice up it fits
@@ -491,16 +495,21 @@ def test_the_frontier_at_a_rule_s_count_lowers_the_bar_until_it_is_reached() -> 
     _ran(m, s, 0.02, 20000, 30000)  # ran out; one slice up it fits
     _ran(m, s, 0.0, 10000, 15000)  # ran out, no chance stated: never moved
     assert m.first_oom == 4
-    assert replay.frontier_at(m, s, 4) == pytest.approx(m.reserved_gbh)
-    assert replay.frontier_at(m, s, 9) == pytest.approx(m.reserved_gbh)
-    # The 5 % pair: 10,000 + 20,000 became 20,000, 10,000 became 20,000: as much memory.
-    assert replay.frontier_at(m, s, 3) == pytest.approx(m.reserved_gbh)
-    # Down to 4 % moves one that still runs out (10,000 + 20,000 + 40,000 became 20,000 +
-    # 40,000); down to 2 % reaches 2 OOMs (20,000 + 40,000 became 40,000).
+    # The bars: 5 % (10,000 + 20,000 became 20,000, 10,000 became 20,000: as much memory, 3
+    # OOMs), 4 % (10,000 + 20,000 + 40,000 became 20,000 + 40,000: 10,000 less, 3 OOMs), 2 %
+    # (20,000 + 40,000 became 40,000: 20,000 less, 2 OOMs).
+    assert replay.frontier_at(m, s, 9) == pytest.approx(m.reserved_gbh - 30000 / 1024)
+    assert replay.frontier_at(m, s, 3) == pytest.approx(m.reserved_gbh - 30000 / 1024)
     assert replay.frontier_at(m, s, 2) == pytest.approx(m.reserved_gbh - 30000 / 1024)
     assert replay.frontier_at(m, s, 1) is None  # the unstated one and the 4 % one stay
     assert replay.frontier_point(m, s, 0.01)[1:] == (2, pytest.approx(
         replay.frontier_at(m, s, 2)))
+    other = replay.Metrics("other")
+    _ran(other, s, 0.05, 10000, 9000)  # fitted; one slice up costs 10,000
+    _ran(other, s, 0.03, 10000, 9500)  # the same
+    _ran(other, s, 0.01, 10000, 12000)  # ran out; one slice up saves the 10,000 it died on
+    assert replay.frontier_at(other, s, 1) == pytest.approx(other.reserved_gbh)
+    assert replay.frontier_at(other, s, 0) == pytest.approx(other.reserved_gbh + 10000 / 1024)
 
 
 def test_the_frontier_starts_where_the_replay_ran(catalog: Catalog) -> None:
