@@ -757,8 +757,8 @@ def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -
                     else "none of these rows has as few")
         finest = frontier_at(m, slices, against.first_oom)
         finest_said = ("not reached" if finest is None else
-                       f"{finest:,.0f} GB-h ({finest / against.reserved_gbh - 1:+.1%} against "
-                       "its)")
+                       f"{finest:,.0f} GB-h "
+                       f"({finest / max(against.reserved_gbh, 1e-9) - 1:+.1%} against its)")
         lines.append("")
         lines.append(f"{against.name}: {against.first_oom:,} first attempts ran out at "
                      f"{against.reserved_gbh:,.0f} GB-h; with no more: {cheapest}; the bar "
