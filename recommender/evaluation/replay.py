@@ -718,12 +718,8 @@ def frontier_at(m: Metrics, slices: Slices, ooms: int) -> float | None:
     ran_out, gbh = m.first_oom, m.reserved_gbh
     least = gbh if ran_out <= ooms else None
     stated = sorted((f for f in m.firsts if f.chance > 0), key=lambda f: -f.chance)
-    i = 0
-    while i < len(stated):
-        bar = stated[i].chance
-        while i < len(stated) and stated[i].chance == bar:
-            f = stated[i]
-            i += 1
+    for _, tied in itertools.groupby(stated, key=lambda f: f.chance):
+        for f in tied:
             up = _moved_up(f, slices)
             if up is not None:
                 ran_out += up[0] - (f.slice_mib < f.peak_mib)
