@@ -455,6 +455,39 @@ def _run_spread(y: FloatArray) -> float | None:
     return math.sqrt(float(np.mean(d * d)) / 2.0)
 
 
+class _Stacked:
+    """The latest runs of every action that carries one of `names` (and has run twice),
+    stacked: the log inputs by name (NaN where an action does not carry one), and the needs
+    about each action's own mean. What a fit within actions regresses: how actions differ in
+    level is the prior's spread, not a slope."""
+
+    def __init__(self, logs: Sequence[_Logs], names: Sequence[str]) -> None:
+        column = {f: k for k, f in enumerate(names)}
+        self.used = [a for a in logs if len(a.x) >= 2 and any(f in column for f in a.names)]
+        self.raw = np.full((sum(len(a.x) for a in self.used), len(names)), np.nan)
+        self._group = np.repeat(np.arange(len(self.used)), [len(a.x) for a in self.used])
+        self._sizes = np.bincount(self._group, minlength=len(self.used)).astype(np.float64)
+        row = 0
+        for a in self.used:
+            for j, f in enumerate(a.names):
+                if (k := column.get(f)) is not None:
+                    self.raw[row:row + len(a.x), k] = a.x[:, j]
+            row += len(a.x)
+        self.y = self.within(np.concatenate([a.recent for a in self.used])
+                             if self.used else np.empty(0))
+
+    def within(self, v: FloatArray) -> FloatArray:
+        """`v` about each action's own mean, 0 where an action lacks the input."""
+        present = ~np.isnan(v)
+        mean = np.bincount(self._group, np.where(present, v, 0.0),
+                           minlength=len(self.used)) / self._sizes
+        return np.where(present, v - mean[self._group], 0.0)
+
+    def linear(self) -> list[FloatArray]:
+        """Each input's column about each action's own mean."""
+        return [self.within(self.raw[:, k]) for k in range(self.raw.shape[1])]
+
+
 def _pooled_slopes(logs: Sequence[_Logs]) -> dict[str, float]:
     """Per input name carried by POPULATION_MIN_ACTIONS actions' runs, the slope of log peak
     on log input within actions, pooled across them (each action's runs about its own means,
@@ -470,22 +503,10 @@ def _pooled_slopes(logs: Sequence[_Logs]) -> dict[str, float]:
                 if varies:
                     counts[f] = counts.get(f, 0) + 1
     shared = sorted(f for f, c in counts.items() if c >= config.POPULATION_MIN_ACTIONS)
-    if not shared:
+    stacked = _Stacked(logs, shared)
+    if not shared or not stacked.used:
         return {}
-    column = {f: k for k, f in enumerate(shared)}
-    xs, ys = [], []
-    for a in logs:
-        cols = [(j, column[f]) for j, f in enumerate(a.names) if f in column]
-        if len(a.x) < 2 or not cols:
-            continue
-        full = np.zeros((len(a.x), len(shared)))
-        for j, k in cols:
-            full[:, k] = a.x[:, j] - a.x[:, j].mean()
-        xs.append(full)
-        ys.append(a.recent - a.recent.mean())
-    if not xs:
-        return {}
-    coef = np.linalg.lstsq(np.vstack(xs), np.concatenate(ys), rcond=None)[0]
+    coef = np.linalg.lstsq(np.column_stack(stacked.linear()), stacked.y, rcond=None)[0]
     return {f: float(b) for f, b in zip(shared, coef, strict=True)}
 
 
@@ -499,42 +520,30 @@ def _pooled_bends(logs: Sequence[_Logs], pooled: Mapping[str, float]
     ones alone. The slopes are then those at the bends' centres. `pooled` unchanged, and no
     bends, where none is kept. Why: config, POPULATION_BEND_T."""
     names = sorted(pooled)
-    column = {f: k for k, f in enumerate(names)}
-    used = [a for a in logs if len(a.x) >= 2 and any(f in column for f in a.names)]
-    if not used:
+    stacked = _Stacked(logs, names)
+    if not stacked.used:
         return pooled, {}
-    # Every used action's latest runs stacked, an input it does not carry as NaN.
-    raw = np.full((sum(len(a.x) for a in used), len(names)), np.nan)
-    group = np.repeat(np.arange(len(used)), [len(a.x) for a in used])
+    raw = stacked.raw
     counts = dict.fromkeys(names, 0)
-    row = 0
-    for a in used:
+    for a in stacked.used:
         for j, f in enumerate(a.names):
-            if (k := column.get(f)) is not None:
-                raw[row:row + len(a.x), k] = a.x[:, j]
+            if f in counts:
                 counts[f] += len(set(np.round(a.x[:, j], 9).tolist())) >= 3
-        row += len(a.x)
     curved = [f for f in names if counts[f] >= config.POPULATION_BEND_ACTIONS]
     if not curved:
         return pooled, {}
-    sizes = np.bincount(group).astype(np.float64)
-
-    def within(v: FloatArray) -> FloatArray:
-        """`v` about each action's own mean, 0 where an action lacks the input."""
-        present = ~np.isnan(v)
-        mean = np.bincount(group, np.where(present, v, 0.0)) / sizes
-        return np.where(present, v - mean[group], 0.0)
-
-    y = within(np.concatenate([a.recent for a in used]))
-    linear = [within(raw[:, k]) for k in range(len(names))]
+    y = stacked.y
+    linear = stacked.linear()
+    column = {f: k for k, f in enumerate(names)}
     centre = {f: float(np.nanmean(raw[:, column[f]])) for f in curved}
-    square = {f: within((raw[:, column[f]] - centre[f]) ** 2) for f in curved}
+    square = {f: stacked.within((raw[:, column[f]] - centre[f]) ** 2) for f in curved}
+    actions = len(stacked.used)
 
     def fit(bent: Sequence[str]) -> tuple[FloatArray, FloatArray, float]:
         design = np.column_stack(linear + [square[f] for f in bent])
         coef = np.linalg.lstsq(design, y, rcond=None)[0]
         residual = y - design @ coef
-        dof = len(y) - len(used) - design.shape[1]
+        dof = len(y) - actions - design.shape[1]
         variance = float(residual @ residual) / dof if dof > 0 else math.inf
         inverse = np.asarray(np.linalg.pinv(design.T @ design), dtype=np.float64)
         return np.asarray(coef, dtype=np.float64), inverse, variance
