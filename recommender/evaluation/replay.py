@@ -507,9 +507,12 @@ def _totals(draws: Sequence[Draw]) -> tuple[Metrics, Metrics]:
             _summed(VPA, [d.vpa for d in draws]))
 
 
-def _at_vpa(gbh: float | None, vpa_gbh: float) -> str:
+def _at_vpa(gbh: float | None, vpa_gbh: float, unit: str = "", against: str = "") -> str:
+    """The service's GB-h at a rule's count of OOMs (`frontier_at`) and how it stands to the
+    rule's `vpa_gbh`: "156,309 (-4.8%)", or with `unit` and `against` "156,309 GB-h (-4.8%
+    against its)"; "not reached" where no bar gets there."""
     return ("not reached" if gbh is None
-            else f"{gbh:,.0f} ({gbh / max(vpa_gbh, 1e-9) - 1:+.1%})")
+            else f"{gbh:,.0f}{unit} ({gbh / max(vpa_gbh, 1e-9) - 1:+.1%}{against})")
 
 
 def draws_table(draws: Sequence[Draw]) -> str:
@@ -751,10 +754,8 @@ def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -
         best = min(fewer, key=lambda row: row[0]) if fewer else None  # the first, at a tie
         cheapest = (f"{best[0]:,.0f} GB-h ({best[1]})" if best is not None
                     else "none of these rows has as few")
-        finest = frontier_at(m, slices, against.first_oom)
-        finest_said = ("not reached" if finest is None else
-                       f"{finest:,.0f} GB-h "
-                       f"({finest / max(against.reserved_gbh, 1e-9) - 1:+.1%} against its)")
+        finest_said = _at_vpa(frontier_at(m, slices, against.first_oom),
+                              against.reserved_gbh, " GB-h", " against its")
         lines.append("")
         lines.append(f"{against.name}: {against.first_oom:,} first attempts ran out at "
                      f"{against.reserved_gbh:,.0f} GB-h; with no more: {cheapest}; the bar "
