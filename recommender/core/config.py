@@ -1161,7 +1161,21 @@ ae6f4de; first-run OOMs at reserved GB-h, before -> after): step change seeds 3/
 -> 14 at 23,171; generated seed 7 7 at 11,788 -> 11,801, with 1,000 actions 40 at 16,058 -> 41 at
 15,933; GenTD26 by the hour 17 at 117,514 -> 117,580; models seed 1 the same (2 at 15,635);
 `python -m bench parvagpu` the same. Three OOMs fewer for 0.1 % more memory where it moved (a
-replay starts most actions in its first hours, when the population is a handful)."""
+replay starts most actions in its first hours, when the population is a handful).
+Tried and not kept (2026-12-07, a prototype on 0b2c387, in process): a new action without
+declared memory or inputs read from the other actions' first peaks themselves rather than a t
+fitted to them, once ten actions show them: a normal kernel about each of up to 64 of their
+quantiles (Silverman's width, never below the run-to-run spread), the t keeping a share of
+1 / (actions + 1) for a first peak beyond all of theirs. Why tried: GenTD26's first peaks
+cluster (median 24.9 GB, 95 % below 31.9 GB, none past 39.9 GB), and 120 of its 143 first runs
+went on the 47 GB slice, where 40 GB held every one. First attempts that ran out at reserved
+GB-h, before -> with it: GenTD26 by the hour 17 at 117,805 -> 17 at 117,767 (its first runs
+1.59x -> 1.60x the oracle: 127 on 47 GB, for the young actions' record's factor and peaks of
+40-48 GB among the pods' first windows), by 2 hours 8 at 129,389 (1.40x) -> 8 at 134,704
+(1.45x; first runs 1.58x -> 2.05x: a kernel as narrow as the clustered peaks put the chances
+past the few high ones above the t's); two modes seed 2 16 at 21,276 -> 21,306; the step change
+seed 3 the same (14 at 14,063). The t's smooth tail had placed these first runs better than the
+actions' own first peaks did."""
 
 POPULATION_MIN_RUNS_FOR_SPREAD = 3
 POPULATION_SCALE_STEP = 0.05
