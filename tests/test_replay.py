@@ -164,9 +164,18 @@ def test_the_run_table_places_each_execution_by_its_action_s_runs_before_it(
     best_first = sum(slices.fit(e.peak_mib) * e.duration_h for _, e in firsts)
     assert held > best_first  # nothing known yet: the first slices are above the oracle's
     ratio = held / best_first
+    # What the chances stated on each group's first attempts added up to: every stated
+    # chance in one group or another, the first executions' (the population's, a whole card
+    # with nothing known) their own.
+    stated = {g: v[4] for g, v in m.by_run.items()}
+    assert sum(stated.values()) == pytest.approx(sum(f.chance for f in m.firsts))
+    first_stated = sum(f.chance for f, _ in firsts)
+    assert stated["its first"] == pytest.approx(first_stated)
+    assert stated["its 11th on"] > 0  # the runs after a long history state their chances
     table = replay.run_table(m)
-    assert table.splitlines()[2] == f"| its first | 2 | {ratio:.2f}x | 0 |"
-    assert table.splitlines()[-1].endswith(f"| {m.first_oom} |")
+    assert table.splitlines()[2] == f"| its first | 2 | {ratio:.2f}x | 0 | {first_stated:.1f} |"
+    assert table.splitlines()[-1].endswith(
+        f"| {m.first_oom} | {stated['its 11th on']:.1f} |")
 
 
 def test_slices_ladder() -> None:

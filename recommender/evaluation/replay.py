@@ -417,11 +417,12 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
             ran_out = attempts[0] < e.peak_mib
             oracle_mib = slices.fit(e.peak_mib)
             where_in_life = run_group(before)
-            group = m.by_run.setdefault(where_in_life, [0.0] * 4)
+            group = m.by_run.setdefault(where_in_life, [0.0] * 5)
             group[0] += 1
             group[1] += attempts[0] / 1024 * e.duration_h
             group[2] += oracle_mib / 1024 * e.duration_h
             group[3] += ran_out
+            group[4] += first.oom_chance
             if e.truth is not None:
                 best_mib = best_first_slice(ladders, e.truth)
                 truth = m.against_truth.setdefault(where_in_life, [0.0] * 5)
@@ -592,18 +593,23 @@ def excess_table(m: Metrics, oracle_gbh: float) -> str:
 
 def run_table(m: Metrics) -> str:
     """The service's first slices by how many executions of the action came before each
-    (`run_group`): how far above the oracle's slice they were, and how many ran out. Why: the
-    sources (`excess_table`) say who spoke, this says when in an action's life the memory
-    went, so that a third execution dearer than the second shows as itself."""
+    (`run_group`): how far above the oracle's slice they were, how many ran out, and how many
+    the chances it stated for them added up to (none stated counts nothing). Why: the sources
+    (`excess_table`) say who spoke, this says when in an action's life the memory went, so
+    that a third execution dearer than the second shows as itself; and the chance table
+    (`calibration_table`) pools every age, where an action's 4th to 10th runs can state too little
+    while its grown runs state too much (GenTD26 by the hour, 2026-12-07: 4.6 stated where 12
+    ran out, and past the 10th run 6.4 where 3 did)."""
     lines = ["| execution of its action | executions | first slices x oracle | "
-             "first attempts that ran out |", "|---|---|---|---|"]
+             "first attempts that ran out | their stated chances added up |",
+             "|---|---|---|---|---|"]
     for group in RUN_GROUPS:
         found = m.by_run.get(group)
         if found is None:
             continue
-        n, held, best, ran_out = found
+        n, held, best, ran_out, stated = found
         lines.append(f"| {group} | {n:,.0f} | {held / best if best else math.nan:.2f}x | "
-                     f"{ran_out:,.0f} |")
+                     f"{ran_out:,.0f} | {stated:.1f} |")
     return "\n".join(lines)
 
 
