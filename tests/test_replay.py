@@ -164,9 +164,8 @@ def test_the_run_table_places_each_execution_by_its_action_s_runs_before_it(
     best_first = sum(slices.fit(e.peak_mib) * e.duration_h for _, e in firsts)
     assert held > best_first  # nothing known yet: the first slices are above the oracle's
     ratio = held / best_first
-    # What the chances stated on each group's first attempts added up to: every stated
-    # chance in one group or another, the first executions' (the population's, a whole card
-    # with nothing known) their own.
+    # Each group adds up the chances stated on its own first attempts; together, every
+    # chance the replay stated.
     stated = {g: v[4] for g, v in m.by_run.items()}
     assert sum(stated.values()) == pytest.approx(sum(f.chance for f in m.firsts))
     first_stated = sum(f.chance for f, _ in firsts)

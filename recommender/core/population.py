@@ -503,8 +503,10 @@ def _pooled_slopes(logs: Sequence[_Logs]) -> dict[str, float]:
                 if varies:
                     counts[f] = counts.get(f, 0) + 1
     shared = sorted(f for f, c in counts.items() if c >= config.POPULATION_MIN_ACTIONS)
+    if not shared:
+        return {}
     stacked = _Stacked(logs, shared)
-    if not shared or not stacked.used:
+    if not stacked.used:
         return {}
     coef = np.linalg.lstsq(np.column_stack(stacked.linear()), stacked.y, rcond=None)[0]
     return {f: float(b) for f, b in zip(shared, coef, strict=True)}

@@ -508,12 +508,13 @@ def _totals(draws: Sequence[Draw]) -> tuple[Metrics, Metrics]:
             _summed(VPA, [d.vpa for d in draws]))
 
 
-def _at_vpa(gbh: float | None, vpa_gbh: float, unit: str = "", against: str = "") -> str:
+def _against_rule(gbh: float | None, rule_gbh: float, unit: str = "", against: str = ""
+                  ) -> str:
     """The service's GB-h at a rule's count of OOMs (`frontier_at`) and how it stands to the
-    rule's `vpa_gbh`: "156,309 (-4.8%)", or with `unit` and `against` "156,309 GB-h (-4.8%
-    against its)"; "not reached" where no bar gets there."""
+    rule's own `rule_gbh`: "156,309 (-4.8%)", or with `unit` and `against` "156,309 GB-h
+    (-4.8% against its)"; "not reached" where no bar gets there."""
     return ("not reached" if gbh is None
-            else f"{gbh:,.0f}{unit} ({gbh / max(vpa_gbh, 1e-9) - 1:+.1%}{against})")
+            else f"{gbh:,.0f}{unit} ({gbh / max(rule_gbh, 1e-9) - 1:+.1%}{against})")
 
 
 def draws_table(draws: Sequence[Draw]) -> str:
@@ -536,7 +537,7 @@ def draws_table(draws: Sequence[Draw]) -> str:
     for d in draws:
         lines.append(f"| {d.seed} | {cells(d.service, d.oracle_gbh)} | "
                      f"{cells(d.vpa, d.oracle_gbh)} | "
-                     f"{_at_vpa(d.at_vpa_gbh, d.vpa.reserved_gbh)} |")
+                     f"{_against_rule(d.at_vpa_gbh, d.vpa.reserved_gbh)} |")
     if len(draws) > 1:
         oracle = math.fsum(d.oracle_gbh for d in draws)
         ours, theirs = _totals(draws)
@@ -544,7 +545,7 @@ def draws_table(draws: Sequence[Draw]) -> str:
         at_vpa = (None if any(g is None for g in matched)
                   else math.fsum(g for g in matched if g is not None))
         lines.append(f"| all {len(draws)} | {cells(ours, oracle)} | {cells(theirs, oracle)} | "
-                     f"{_at_vpa(at_vpa, theirs.reserved_gbh)} |")
+                     f"{_against_rule(at_vpa, theirs.reserved_gbh)} |")
     return "\n".join(lines)
 
 
@@ -760,7 +761,7 @@ def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -
         best = min(fewer, key=lambda row: row[0]) if fewer else None  # the first, at a tie
         cheapest = (f"{best[0]:,.0f} GB-h ({best[1]})" if best is not None
                     else "none of these rows has as few")
-        finest_said = _at_vpa(frontier_at(m, slices, against.first_oom),
+        finest_said = _against_rule(frontier_at(m, slices, against.first_oom),
                               against.reserved_gbh, " GB-h", " against its")
         lines.append("")
         lines.append(f"{against.name}: {against.first_oom:,} first attempts ran out at "
