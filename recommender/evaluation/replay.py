@@ -485,7 +485,7 @@ class Draw:
     service: Metrics
     vpa: Metrics
     oracle_gbh: float
-    at_vpa_gbh: float | None = None
+    at_vpa_gbh: float | None
     """The service's reserved GB-h at VPA's count of first attempts that ran out
     (`frontier_at`); None where its stated chances do not reach it."""
 
@@ -541,9 +541,8 @@ def draws_table(draws: Sequence[Draw]) -> str:
     if len(draws) > 1:
         oracle = math.fsum(d.oracle_gbh for d in draws)
         ours, theirs = _totals(draws)
-        matched = [d.at_vpa_gbh for d in draws]
-        at_vpa = (None if any(g is None for g in matched)
-                  else math.fsum(g for g in matched if g is not None))
+        reached = [d.at_vpa_gbh for d in draws if d.at_vpa_gbh is not None]
+        at_vpa = math.fsum(reached) if len(reached) == len(draws) else None
         lines.append(f"| all {len(draws)} | {cells(ours, oracle)} | {cells(theirs, oracle)} | "
                      f"{_against_rule(at_vpa, theirs.reserved_gbh)} |")
     return "\n".join(lines)
@@ -762,7 +761,7 @@ def frontier_table(m: Metrics, slices: Slices, against: Metrics | None = None) -
         cheapest = (f"{best[0]:,.0f} GB-h ({best[1]})" if best is not None
                     else "none of these rows has as few")
         finest_said = _against_rule(frontier_at(m, slices, against.first_oom),
-                              against.reserved_gbh, " GB-h", " against its")
+                                    against.reserved_gbh, " GB-h", " against its")
         lines.append("")
         lines.append(f"{against.name}: {against.first_oom:,} first attempts ran out at "
                      f"{against.reserved_gbh:,.0f} GB-h; with no more: {cheapest}; the bar "
@@ -775,6 +774,5 @@ __all__ = ["BASELINES", "CHANCE_BINS", "FRONTIER_CHANCES", "LADDER", "LARGEST_SH
            "InProcessRunner", "Metrics", "RunnerFactory", "Slices", "calibration_table",
            "draws_said", "draws_table", "excess_of",
            "excess_table", "frontier_at", "frontier_point", "frontier_table", "in_process",
-           "mixed_pools",
-           "oracle", "replay_rule", "replay_service", "retrain_points", "run_group",
+           "mixed_pools", "oracle", "replay_rule", "replay_service", "retrain_points", "run_group",
            "run_table", "table"]
