@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -435,6 +436,32 @@ def test_evaluate_modes_replays_two_modes_per_action(capsys: pytest.CaptureFixtu
                                 "--executions", "60", "--max-actions", "4")
     assert code == 0, err
     assert "two modes" in out and "| IntelliScale (this service) |" in out
+
+
+def test_evaluate_step_places_the_first_attempts_around_each_action_s_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace step sized by --max-actions and --executions; its replay, and its draws added
+    up, say where each execution sat around its action's step, the service's beside VPA's."""
+    from recommender.evaluation.synthetic import STEP_PHASES
+    from recommender.evaluation.traces import step_change
+
+    assert len(step_change(actions=3, executions=90, seed=2)) == 90
+    small = ("--trace", "step", "--quiet", "--runner", "in-process", "--retrain-at", "none",
+             "--executions", "90", "--max-actions", "3")
+    for extra in (("--seed", "2"), ("--seeds", "2,3")):
+        code, out, err = in_process(capsys, "evaluate", *small, *extra)
+        assert code == 0, err
+        lines = out.splitlines()
+        head = next(i for i, line in enumerate(lines)
+                    if line.startswith("| where in its action's story |"))
+        assert "| Kubernetes VPA (P90 x 1.15, 24 h): first attempts that ran out |" in lines[head]
+        table = list(itertools.takewhile(lambda line: line.startswith("| "), lines[head + 2:]))
+        cells = [[c.strip() for c in line.split("|")[1:-1]] for line in table]
+        assert [r[0] for r in cells] == [p for p in STEP_PHASES if p in {r[0] for r in cells}
+                                         ] + ["all"]
+        assert cells[0][0] == STEP_PHASES[0]
+        executions = 180 if extra[0] == "--seeds" else 90  # the draws added up
+        assert cells[-1][1] == str(executions) == str(sum(int(r[1]) for r in cells[:-1]))
 
 
 def test_evaluate_seed_draws_another_workload_from_the_same_generator(

@@ -18,6 +18,8 @@ from recommender.core.options import candidate_profiles
 from recommender.core.predictive import expected_cost, oom_wait_mib
 from recommender.evaluation import replay
 from recommender.evaluation.synthetic import (
+    STEP_PHASES,
+    STEP_SETTLED_RUNS,
     Truth,
     generate,
     generate_models,
@@ -603,3 +605,63 @@ def test_the_truth_table_weighs_the_service_s_first_slices_and_the_best_ones(
     assert lines[-1] == (f"| all | 16 | {ours:,.1f} | {16 * truth.survival(best_mib):,.1f} | "
                          f"{sum(f.slice_mib / 1024 * f.hours for f in m.firsts[:16]):,.0f} | "
                          f"{16 * best_mib / 1024:,.0f} |")
+
+
+def test_the_step_generator_tells_each_execution_s_place_around_its_action_s_step() -> None:
+    """Each action's runs go before its step, then exactly one first run after it (the first
+    whose median is the stepped one), STEP_SETTLED_RUNS - 1 more, then the rest; the other
+    generators tell no phase. The phases change no peak (the same draws as without them)."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    runs = list(generate_step(6, 1500, start=start, seed=4))
+    for action in {e.action_id for e in runs}:
+        own = [e for e in runs if e.action_id == action]
+        phases = [STEP_PHASES.index(e.phase) for e in own]
+        assert phases == sorted(phases)  # never back before a step
+        after = [e for e in own if e.phase != STEP_PHASES[0]]
+        if not after:
+            continue
+        assert after[0].phase == STEP_PHASES[1]
+        assert [e.phase for e in after[1:STEP_SETTLED_RUNS]] == (
+            [STEP_PHASES[2]] * min(STEP_SETTLED_RUNS - 1, len(after) - 1))
+        assert all(e.phase == STEP_PHASES[3] for e in after[STEP_SETTLED_RUNS:])
+        # The step is in the truth: the first run after it is drawn about a higher median.
+        before = [e.truth.components[0][1] / float(e.features["input_mb"] / 100) ** 0.1
+                  for e in own if e.phase == STEP_PHASES[0] and e.truth]
+        stepped = after[0].truth.components[0][1] / (after[0].features["input_mb"] / 100) ** 0.1
+        if before:  # the level times the step's factor, 1.2 to 2 (the input rounded)
+            assert 1.2 - 1e-3 < stepped / before[-1] < 2.0 + 1e-3
+    assert {e.phase for e in runs} == set(STEP_PHASES)
+    for generator in (generate, generate_modes, generate_shapes, generate_models):
+        assert {e.phase for e in generator(4, 200, start=start, seed=4)} == {""}
+
+
+def test_the_phase_table_sets_the_service_s_first_attempts_beside_a_rule_s(
+        catalog: Catalog) -> None:
+    """Each replay counts its first attempts by the trace's phases: executions, OOMs, the
+    service's stated chances and its first slices' GB-h; the table adds up the replays given
+    (draws) and ends with their total; no phase, no table."""
+    pools = replay.mixed_pools(catalog, ["A100-80GB"])
+    slices = replay.Slices.of(pools)
+    phases = [STEP_PHASES[0]] * 12 + [STEP_PHASES[1]] + [STEP_PHASES[2]] * 3
+    t = [replace(e, phase=p) for e, p in zip(trace([9000.0] * 12 + [30000.0] + [30500.0] * 3),
+                                                 phases, strict=True)]
+    ours = replay.replay_service("ours", t, pools, catalog)
+    vpa = replay.replay_rule(replay.VPA, replay.BASELINES[replay.VPA], t, slices)
+    for m in (ours, vpa):
+        assert sum(v[0] for v in m.by_phase.values()) == 16
+        assert sum(v[1] for v in m.by_phase.values()) == m.first_oom
+        assert m.by_phase[STEP_PHASES[1]][:2] == [1, 1]  # the step: nothing announced it
+    assert sum(v[2] for v in ours.by_phase.values()) == pytest.approx(
+        sum(f.chance for f in ours.firsts))
+    assert sum(v[3] for v in ours.by_phase.values()) == pytest.approx(
+        sum(f.slice_mib / 1024 * f.hours for f in ours.firsts))
+    assert vpa.by_phase[STEP_PHASES[0]][2] == 0.0  # a rule states no chance
+    lines = replay.phase_table([ours, ours], [vpa, vpa]).splitlines()
+    assert [line.split("|")[1].strip() for line in lines[2:]] == [*STEP_PHASES[:3], "all"]
+    first = lines[3].split("|")
+    assert [c.strip() for c in first[2:4]] == ["2", "2"]  # two draws, each one OOM
+    assert first[6].strip() == f"{2 * vpa.by_phase[STEP_PHASES[1]][1]:,.0f}"
+    assert lines[-1].split("|")[2:4] == [" 32 ", f" {2 * ours.first_oom} "]
+    assert lines[0].count(replay.VPA) == 1
+    assert replay.phase_table([replay.replay_rule(replay.VPA, replay.BASELINES[replay.VPA],
+                                                  trace([9000.0] * 3), slices)], []) == ""

@@ -40,12 +40,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     retraining = retraining_said(args.retrain_at, args.retrain_every)
     a100_h100 = ("A100-80GB", "H100-80GB")
     generated: list[tuple[str, str, Callable[..., list[TraceExecution]], int, int, bool]] = [
-        # key, title, workload, its default actions and executions (0: the generator's own,
-        # which --max-actions and --executions do not change), replayed without features too
+        # key, title, workload, its default actions and executions (--max-actions and
+        # --executions change them), replayed without features too
         ("synthetic", "generated workload (memory = base + per-item x batch x sqrt(input), "
          "per action", synthetic, 40, 6000, True),
         ("step", "step change (each action's memory steps up 1.2-2x part-way, a new version "
-         "of its code the request does not reveal", step_change, 0, 0, False),
+         "of its code the request does not reveal", step_change, 30, 4000, False),
         ("modes", "two modes (10-40 % of each action's runs need 1.3-1.9x the rest, and the "
          "request does not say which", modes, 30, 4000, False),
         ("shapes", "input-dependent memory of other shapes (image: base + batch x side^2 "
@@ -128,13 +128,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                       "distribution each peak was drawn from (the generator's), by the same "
                       "expected cost at the same price of an OOM:\n")
                 print(replay.truth_table(results[0]), flush=True)
+            vpa = next((r for r in results if r.name == replay.VPA), None)
+            phases = replay.phase_table([results[0]], [vpa] if vpa else [])
+            if phases:
+                print("\nThe first attempts by where each execution sits in its action's story "
+                      "(the generator's), the service's beside VPA's:\n")
+                print(phases, flush=True)
             print("\nThe service's stated chance of an OOM on each first recommendation, against "
                   "what happened:\n")
             print(replay.calibration_table(results[0]), flush=True)
             print("\nWhat fewer OOMs would have cost: each first attempt whose stated chance "
                   "passed a bar started one slice up, the ladder as before (a static estimate: "
                   "every decision saw the replay's history):\n")
-            vpa = next((r for r in results if r.name == replay.VPA), None)
             print(replay.frontier_table(results[0], slices, vpa), flush=True)
             if results[0].retrains:
                 print("\nRetraining (the service's replay):\n")
@@ -143,10 +148,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def sized(args: argparse.Namespace, actions: int, executions: int) -> dict[str, int]:
-    """A generated workload's size: --max-actions and --executions, else its defaults; {} for
-    one whose generator fixes its own (`actions` 0)."""
-    return ({"actions": args.max_actions or actions, "executions": args.executions or executions}
-            if actions else {})
+    """A generated workload's size: --max-actions and --executions, else its defaults."""
+    return {"actions": args.max_actions or actions, "executions": args.executions or executions}
 
 
 def _draws(args: argparse.Namespace, catalog: Catalog, runner: RunnerFactory, retraining: str,
@@ -197,6 +200,11 @@ def _draws(args: argparse.Namespace, catalog: Catalog, runner: RunnerFactory, re
                   f"{args.oom_wait_gpus:g} whole GPUs.\n", flush=True)
             print(replay.draws_table(draws))
             print("\n" + replay.draws_said(draws), flush=True)
+            phases = replay.phase_table([d.service for d in draws], [d.vpa for d in draws])
+            if phases:
+                print(f"\nOver the {len(draws)} draws, the first attempts by where each "
+                      "execution sits in its action's story (the generator's):\n")
+                print(phases, flush=True)
     return 0
 
 

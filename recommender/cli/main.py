@@ -201,14 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "../shared/traces"))
     ev.add_argument("--max-actions", type=non_negative, default=0,
                     help="GenTD26: first N pods only; synthetic, shapes: number of actions "
-                    "(40); modes (30); models (60)")
+                    "(40); step, modes (30); models (60)")
     ev.add_argument("--window-minutes", type=positive, default=60, metavar="N",
                     help="GenTD26: each pod's peak over windows of N minutes is an execution "
                     "lasting N minutes (default 60, the README's table; 15, 30 and 120 show how "
                     "a result depends on what an execution is)")
     ev.add_argument("--executions", type=positive, default=0,
                     help="executions of the generated workloads (default: synthetic 6,000, "
-                    "shapes 5,000, modes 4,000, models 3,000)")
+                    "shapes 5,000, step and modes 4,000, models 3,000)")
     ev.add_argument("--seed", type=non_negative, default=None,
                     help="seed of the generated workloads (synthetic, step, modes, shapes and "
                     "models; default: 7, 11, 1, 5 and 1, the README's tables): other seeds draw "

@@ -46,6 +46,7 @@ from recommender.core.policy import slice_sizes
 from recommender.core.predictive import Tail, expected_cost, oom_wait_mib
 from recommender.core.runner import Attempt, Runner
 from recommender.core.usecases import UseCases
+from recommender.evaluation.synthetic import STEP_PHASES
 from recommender.evaluation.traces import TraceExecution
 from recommender.learning.retrain import retrain
 from recommender.learning.serving import ModelHolder
@@ -105,6 +106,11 @@ class Metrics:
     firsts: list[FirstAttempt] = field(default_factory=list)
     """Per execution of the service's replays: its first attempt, its stated chance and what
     all its attempts held (`frontier_point`)."""
+    by_phase: dict[str, list[float]] = field(default_factory=dict)
+    """Per phase of the executions whose trace tells where each sits in its action's story
+    (a generated one's, `TraceExecution.phase`): executions, first attempts that ran out, the
+    chances stated for them (the service's replays; 0 for a rule) and the GB-h their first
+    slices held (`phase_table`)."""
 
     @property
     def oom_rate(self) -> float:
@@ -121,6 +127,17 @@ class Metrics:
         self.reserved_gbh += sum(attempts) / 1024 * hours
         if served and len(attempts) == 1:
             self.slack.append(relative_slack(attempts[0], peak) or 0.0)
+
+    def place(self, phase: str, first_mib: float, peak: float, hours: float,
+              chance: float = 0.0) -> None:
+        """Counts a first attempt in its `phase` (`by_phase`); nothing for no phase."""
+        if not phase:
+            return
+        row = self.by_phase.setdefault(phase, [0.0] * 4)
+        row[0] += 1
+        row[1] += first_mib < peak
+        row[2] += chance
+        row[3] += first_mib / 1024 * hours
 
 
 @dataclass(frozen=True)
@@ -206,6 +223,7 @@ def replay_rule(name: str, rule: Rule, trace: Sequence[TraceExecution], slices: 
         first = slices.fit(need) if need is not None else slices.mib[-1]
         attempts, served = slices.attempts(first, e.peak_mib)
         m.add(attempts, e.peak_mib, e.duration_h, served)
+        m.place(e.phase, attempts[0], e.peak_mib, e.duration_h)
         values = h.values.setdefault(e.action_id, [])
         for slice_mib in attempts[:-1] if served else attempts:
             # The VPA OOM bump: max(+20 %, +100 MiB) over the memory it died with.
@@ -406,6 +424,7 @@ def replay_service(name: str, trace: Sequence[TraceExecution], pools: Sequence[P
                 attempt = step
                 attempts.append(float(attempt.memory_mib))
             m.add(attempts, e.peak_mib, e.duration_h, served)
+            m.place(e.phase, attempts[0], e.peak_mib, e.duration_h, first.oom_chance)
             m.firsts.append(FirstAttempt(first.oom_chance, attempts[0], e.peak_mib,
                                          e.duration_h, sum(attempts) / 1024 * e.duration_h))
             source = (first.source if first.source != "model"
@@ -634,6 +653,43 @@ def truth_table(m: Metrics) -> str:
     return "\n".join(lines)
 
 
+def phase_table(service: Sequence[Metrics], rule: Sequence[Metrics]) -> str:
+    """The first attempts of the service's replays and of a rule's on the same traces, by
+    where each execution sits in its action's story as the generator wrote it (`by_phase`,
+    added up over the replays given: one, or a draw each): how many ran out, the chances the
+    service stated for them, and the GB-h their first slices held. Why: on the step change the
+    run right after an action's step is one nothing before it announces, and the runs after it
+    are where a rule learns the new level; pooled with the rest, the OOMs of the one and the
+    memory of the other read as the same predictions' cost. Phases in the order the generator
+    names them (`synthetic.STEP_PHASES`), then any other; "" where no replay has a phase."""
+
+    def added(runs: Sequence[Metrics]) -> dict[str, list[float]]:
+        total: dict[str, list[float]] = {}
+        for m in runs:
+            for phase, row in m.by_phase.items():
+                into = total.setdefault(phase, [0.0] * 4)
+                for i, v in enumerate(row):
+                    into[i] += v
+        return total
+
+    ours, theirs = added(service), added(rule)
+    if not ours:
+        return ""
+    name = rule[0].name if rule else "the rule"
+    order = [p for p in STEP_PHASES if p in ours] + sorted(set(ours) - set(STEP_PHASES))
+    lines = [f"| where in its action's story | executions | service: first attempts that ran "
+             f"out | its stated chances added up | its first slices' GB-h | {name}: first "
+             f"attempts that ran out | its first slices' GB-h |",
+             "|---|---|---|---|---|---|---|"]
+    rows = [(p, ours[p], theirs.get(p, [0.0] * 4)) for p in order]
+    rows.append(("all", [math.fsum(r[1][i] for r in rows) for i in range(4)],
+                 [math.fsum(r[2][i] for r in rows) for i in range(4)]))
+    for label, (n, ran_out, stated, held), (_, their_out, _, their_held) in rows:
+        lines.append(f"| {label} | {n:,.0f} | {ran_out:,.0f} | {stated:.1f} | {held:,.0f} | "
+                     f"{their_out:,.0f} | {their_held:,.0f} |")
+    return "\n".join(lines)
+
+
 CHANCE_BINS = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 1.0)
 """Edges of the stated chances `calibration_table` groups: half a decade each, over the range
 where expected cost puts its first rungs."""
@@ -774,5 +830,5 @@ __all__ = ["BASELINES", "CHANCE_BINS", "FRONTIER_CHANCES", "LADDER", "LARGEST_SH
            "InProcessRunner", "Metrics", "RunnerFactory", "Slices", "calibration_table",
            "draws_said", "draws_table", "excess_of",
            "excess_table", "frontier_at", "frontier_point", "frontier_table", "in_process",
-           "mixed_pools", "oracle", "replay_rule", "replay_service", "retrain_points", "run_group",
-           "run_table", "table"]
+           "mixed_pools", "oracle", "phase_table", "replay_rule", "replay_service",
+           "retrain_points", "run_group", "run_table", "table"]

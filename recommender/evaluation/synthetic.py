@@ -47,6 +47,28 @@ class SyntheticExecution:
     declared_mib: float = 0.0
     truth: Truth | None = None
     """The distribution `peak_mib` was drawn from (None: not given)."""
+    phase: str = ""
+    """Where the execution sits in its action's story as the generator wrote it (one of
+    STEP_PHASES for `generate_step`; "" where the generator tells none)."""
+
+
+STEP_PHASES = ("before its step", "its first run after the step", "its 2nd to 20th after",
+               "its 21st after and on")
+"""`generate_step`'s phases. Why these: nothing before an action's first run after its step
+announces the step, so that run is what no rule learning from history can size; the next
+runs are what a rule learns the new level from, and the rest is its new routine."""
+STEP_SETTLED_RUNS = 20
+"""Runs after its step from which an action is in its new routine (STEP_PHASES)."""
+
+
+def _step_phase(runs_after: int) -> str:
+    """The phase of an execution that is its action's `runs_after`-th since its step (0:
+    before it)."""
+    if runs_after == 0:
+        return STEP_PHASES[0]
+    if runs_after == 1:
+        return STEP_PHASES[1]
+    return STEP_PHASES[2] if runs_after <= STEP_SETTLED_RUNS else STEP_PHASES[3]
 
 
 def generate(actions: int, executions: int, *, start: datetime, seed: int = 0,
@@ -86,14 +108,18 @@ def generate_step(actions: int, executions: int, *, start: datetime, seed: int =
         factor = rng.uniform(1.2, 2.0)
         params.append((f"step-{a:04d}", level, spread, step_at, factor))
     weights = [1.0 / (i + 1) ** 0.5 for i in range(actions)]
+    after: dict[str, int] = {}  # each action's runs since its step
     for i in range(executions):
         name, level, spread, step_at, factor = rng.choices(params, weights)[0]
         size = math.exp(rng.gauss(0.0, 0.5))
         median = level * (factor if i >= step_at else 1.0) * size ** 0.1
+        if i >= step_at:
+            after[name] = after.get(name, 0) + 1
         yield SyntheticExecution(name, start + spacing * i,
                                  median * math.exp(rng.gauss(0.0, spread)),
                                  {"input_mb": round(100 * size, 3)}, 0.0,
-                                 Truth(((1.0, median, spread),)))
+                                 Truth(((1.0, median, spread),)),
+                                 _step_phase(after.get(name, 0)))
 
 
 def generate_modes(actions: int, executions: int, *, start: datetime, seed: int = 0,

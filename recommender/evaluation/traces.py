@@ -33,6 +33,9 @@ class TraceExecution:
     declared_mib: float = 0.0
     truth: Truth | None = None
     """A generated execution's: the distribution its peak was drawn from."""
+    phase: str = ""
+    """A generated execution's: where it sits in its action's story (`synthetic.STEP_PHASES`;
+    "" where the generator tells none)."""
 
 
 def gentd26_hourly(traces_dir: Path, *, max_pods: int = 0) -> list[TraceExecution]:
@@ -95,7 +98,7 @@ def _generated(generator: Generator, start: datetime, actions: int, executions: 
     """A generated workload as a trace: executions two minutes apart, each lasting 10 minutes."""
     return [
         TraceExecution(e.action_id, e.at, e.peak_mib, 10 / 60, e.features, e.declared_mib,
-                       e.truth)
+                       e.truth, e.phase)
         for e in generator(actions, executions, start=start, seed=seed,
                            spacing=timedelta(minutes=2))
     ]
