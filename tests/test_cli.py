@@ -488,9 +488,17 @@ def test_evaluate_seeds_gives_a_row_per_draw_and_their_total(
              "--executions", "80", "--max-actions", "4")
     code, out, err = in_process(capsys, "evaluate", *small, "--seeds", "3,1-2")
     assert code == 0, err
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()
-            if line.startswith("| ") and not line.startswith("| seed")]
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| seed"))
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in
+            itertools.takewhile(lambda line: line.startswith("| "), lines[head + 2:])]
     assert [r[0] for r in rows] == ["1", "2", "3", "all 3"]
+    # Under it, the draws' first attempts around each action's first heavy run, added up.
+    phases = next(i for i, line in enumerate(lines)
+                  if line.startswith("| where in its action's story"))
+    assert lines[phases + 2].startswith("| before its first heavy run |")
+    assert next(line for line in lines[phases:] if line.startswith("| all |")).split("|")[2] == (
+        " 240 ")
 
     def number(cell: str) -> float:
         return float(cell.replace(",", "").rstrip("x"))

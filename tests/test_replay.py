@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from recommender.core.options import candidate_profiles
 from recommender.core.predictive import expected_cost, oom_wait_mib
 from recommender.evaluation import replay
 from recommender.evaluation.synthetic import (
+    MODES_PHASES,
     STEP_PHASES,
     STEP_SETTLED_RUNS,
     Truth,
@@ -631,8 +633,28 @@ def test_the_step_generator_tells_each_execution_s_place_around_its_action_s_ste
         if before:  # the level times the step's factor, 1.2 to 2 (the input rounded)
             assert 1.2 - 1e-3 < stepped / before[-1] < 2.0 + 1e-3
     assert {e.phase for e in runs} == set(STEP_PHASES)
-    for generator in (generate, generate_modes, generate_shapes, generate_models):
+    for generator in (generate, generate_shapes, generate_models):
         assert {e.phase for e in generator(4, 200, start=start, seed=4)} == {""}
+
+
+def test_the_modes_generator_tells_each_execution_s_place_around_its_first_heavy_run() -> None:
+    """Light runs until the action's first heavy one, that run, then its heavy and light runs
+    apart: the heavy ones stand the heavy mode's factor above the light ones."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    runs = list(generate_modes(5, 1500, start=start, seed=4))
+    assert {e.phase for e in runs} == set(MODES_PHASES)
+    for action in {e.action_id for e in runs}:
+        own = [e for e in runs if e.action_id == action]
+        phases = [MODES_PHASES.index(e.phase) for e in own]
+        assert phases.count(1) <= 1
+        end = phases.index(1) if 1 in phases else len(own)
+        assert set(phases[:end]) <= {0} and set(phases[end + 1:]) <= {2, 3}
+        assert own[0].truth is not None
+        (_, light, _), (_, heavy, _) = own[0].truth.components
+        by = {k: statistics.median(e.peak_mib for e, q in zip(own, phases, strict=True)
+                                   if q in k) for k in ((0, 3), (1, 2)) if set(k) & set(phases)}
+        if len(by) == 2 and min(phases.count(2), phases.count(3)) >= 10:
+            assert by[(1, 2)] / by[(0, 3)] == pytest.approx(heavy / light, rel=0.1)
 
 
 def test_the_phase_table_sets_the_service_s_first_attempts_beside_a_rule_s(

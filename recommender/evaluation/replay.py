@@ -46,7 +46,7 @@ from recommender.core.policy import slice_sizes
 from recommender.core.predictive import Tail, expected_cost, oom_wait_mib
 from recommender.core.runner import Attempt, Runner
 from recommender.core.usecases import UseCases
-from recommender.evaluation.synthetic import STEP_PHASES
+from recommender.evaluation.synthetic import PHASES
 from recommender.evaluation.traces import TraceExecution
 from recommender.learning.retrain import retrain
 from recommender.learning.serving import ModelHolder
@@ -660,8 +660,9 @@ def phase_table(service: Sequence[Metrics], rule: Sequence[Metrics]) -> str:
     service stated for them, and the GB-h their first slices held. Why: on the step change the
     run right after an action's step is one nothing before it announces, and the runs after it
     are where a rule learns the new level; pooled with the rest, the OOMs of the one and the
-    memory of the other read as the same predictions' cost. Phases in the order the generator
-    names them (`synthetic.STEP_PHASES`), then any other; "" where no replay has a phase."""
+    memory of the other read as the same predictions' cost (so on two modes with an action's
+    first heavy run). Phases in the order the generators name them (`synthetic.PHASES`), then
+    any other; "" where no replay has a phase."""
 
     def added(runs: Sequence[Metrics]) -> dict[str, list[float]]:
         total: dict[str, list[float]] = {}
@@ -676,7 +677,7 @@ def phase_table(service: Sequence[Metrics], rule: Sequence[Metrics]) -> str:
     if not ours:
         return ""
     name = rule[0].name if rule else "the rule"
-    order = [p for p in STEP_PHASES if p in ours] + sorted(set(ours) - set(STEP_PHASES))
+    order = [p for p in PHASES if p in ours] + sorted(set(ours) - set(PHASES))
     lines = [f"| where in its action's story | executions | service: first attempts that ran "
              f"out | its stated chances added up | its first slices' GB-h | {name}: first "
              f"attempts that ran out | its first slices' GB-h |",

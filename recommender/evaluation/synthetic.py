@@ -49,7 +49,8 @@ class SyntheticExecution:
     """The distribution `peak_mib` was drawn from (None: not given)."""
     phase: str = ""
     """Where the execution sits in its action's story as the generator wrote it (one of
-    STEP_PHASES for `generate_step`; "" where the generator tells none)."""
+    STEP_PHASES for `generate_step`, of MODES_PHASES for `generate_modes`; "" where the
+    generator tells none)."""
 
 
 STEP_PHASES = ("before its step", "its first run after the step", "its 2nd to 20th after",
@@ -59,6 +60,13 @@ announces the step, so that run is what no rule learning from history can size; 
 runs are what a rule learns the new level from, and the rest is its new routine."""
 STEP_SETTLED_RUNS = 20
 """Runs after its step from which an action is in its new routine (STEP_PHASES)."""
+MODES_PHASES = ("before its first heavy run", "its first heavy run", "its later heavy runs",
+                "its later light runs")
+"""`generate_modes`' phases. Why these: nothing before an action's first heavy run says it
+has a heavy mode, so that run is what no rule learning from history can size; after it, a
+heavy run is one whose mode the history has shown."""
+PHASES = STEP_PHASES + MODES_PHASES
+"""Every generator's phases, each generator's in its story's order."""
 
 
 def _step_phase(runs_after: int) -> str:
@@ -135,11 +143,18 @@ def generate_modes(actions: int, executions: int, *, start: datetime, seed: int 
         params.append((f"modes-{a:04d}", math.exp(rng.uniform(math.log(1500), math.log(30000))),
                        rng.uniform(0.015, 0.06), rng.uniform(0.1, 0.4), rng.uniform(1.3, 1.9)))
     weights = [1.0 / (i + 1) ** 0.5 for i in range(actions)]
+    shown: set[str] = set()  # the actions whose heavy mode has run
     for i in range(executions):
         name, level, noise, share, heavy = rng.choices(params, weights)[0]
-        peak = level * (heavy if rng.random() < share else 1.0) * math.exp(rng.gauss(0.0, noise))
+        heavy_run = rng.random() < share
+        peak = level * (heavy if heavy_run else 1.0) * math.exp(rng.gauss(0.0, noise))
         truth = Truth(((1.0 - share, level, noise), (share, level * heavy, noise)), 78_000.0)
-        yield SyntheticExecution(name, start + spacing * i, min(peak, 78_000.0), {}, 0.0, truth)
+        phase = MODES_PHASES[0 if name not in shown and not heavy_run else
+                             1 if name not in shown else 2 if heavy_run else 3]
+        if heavy_run:
+            shown.add(name)
+        yield SyntheticExecution(name, start + spacing * i, min(peak, 78_000.0), {}, 0.0, truth,
+                                 phase)
 
 
 SHAPES = ("image", "attention", "noisy")

@@ -34,8 +34,8 @@ class TraceExecution:
     truth: Truth | None = None
     """A generated execution's: the distribution its peak was drawn from."""
     phase: str = ""
-    """A generated execution's: where it sits in its action's story (`synthetic.STEP_PHASES`;
-    "" where the generator tells none)."""
+    """A generated execution's: where it sits in its action's story (`synthetic.PHASES`; ""
+    where the generator tells none)."""
 
 
 def gentd26_hourly(traces_dir: Path, *, max_pods: int = 0) -> list[TraceExecution]:
