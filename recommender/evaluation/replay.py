@@ -661,8 +661,11 @@ def phase_table(service: Sequence[Metrics], rule: Sequence[Metrics]) -> str:
     run right after an action's step is one nothing before it announces, and the runs after it
     are where a rule learns the new level; pooled with the rest, the OOMs of the one and the
     memory of the other read as the same predictions' cost (so on two modes with an action's
-    first heavy run). Phases in the order the generators name them (`synthetic.PHASES`), then
-    any other; "" where no replay has a phase."""
+    first heavy run). The stated chances test the service's only where a phase is not the
+    run's own outcome: the step change's phases are its step times, two modes' are the run's
+    mode (a light run's stated chance is that it would be heavy). Phases in the order the
+    generators name them (`synthetic.PHASES`), then any other; "" where no replay has a
+    phase."""
 
     def added(runs: Sequence[Metrics]) -> dict[str, list[float]]:
         total: dict[str, list[float]] = {}
