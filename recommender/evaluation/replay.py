@@ -660,7 +660,7 @@ def phase_table(service: Sequence[Metrics], rule: Sequence[Metrics]) -> str:
     service stated for them, and the GB-h their first slices held. Why: on the step change the
     run right after an action's step is one nothing before it announces, and the runs after it
     are where a rule learns the new level; pooled with the rest, the OOMs of the one and the
-    memory of the other read as the same predictions' cost (so on two modes with an action's
+    memory of the other read as the same predictions' cost (and so, on two modes, an action's
     first heavy run). The stated chances test the service's only where a phase is not the
     run's own outcome: the step change's phases are its step times, two modes' are the run's
     mode (a light run's stated chance is that it would be heavy). Phases in the order the

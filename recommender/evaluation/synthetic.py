@@ -79,6 +79,13 @@ def _step_phase(runs_after: int) -> str:
     return STEP_PHASES[2] if runs_after <= STEP_SETTLED_RUNS else STEP_PHASES[3]
 
 
+def _modes_phase(shown: bool, heavy_run: bool) -> str:
+    """The phase of a run of an action whose heavy mode has or has not yet `shown`."""
+    if not shown:
+        return MODES_PHASES[1 if heavy_run else 0]
+    return MODES_PHASES[2 if heavy_run else 3]
+
+
 def generate(actions: int, executions: int, *, start: datetime, seed: int = 0,
              spacing: timedelta = timedelta(minutes=5)) -> Iterator[SyntheticExecution]:
     """`executions` executions spread over `actions` actions (busier ones first), in time order."""
@@ -149,8 +156,7 @@ def generate_modes(actions: int, executions: int, *, start: datetime, seed: int 
         heavy_run = rng.random() < share
         peak = level * (heavy if heavy_run else 1.0) * math.exp(rng.gauss(0.0, noise))
         truth = Truth(((1.0 - share, level, noise), (share, level * heavy, noise)), 78_000.0)
-        phase = MODES_PHASES[0 if name not in shown and not heavy_run else
-                             1 if name not in shown else 2 if heavy_run else 3]
+        phase = _modes_phase(name in shown, heavy_run)
         if heavy_run:
             shown.add(name)
         yield SyntheticExecution(name, start + spacing * i, min(peak, 78_000.0), {}, 0.0, truth,
