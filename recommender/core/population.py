@@ -462,7 +462,8 @@ class _Stacked:
     level is the prior's spread, not a slope."""
 
     def __init__(self, logs: Sequence[_Logs], names: Sequence[str]) -> None:
-        column = {f: k for k, f in enumerate(names)}
+        self.column = column = {f: k for k, f in enumerate(names)}
+        """Each name's column in `raw`."""
         self.used = [a for a in logs if len(a.x) >= 2 and any(f in column for f in a.names)]
         self.raw = np.full((sum(len(a.x) for a in self.used), len(names)), np.nan)
         self._group = np.repeat(np.arange(len(self.used)), [len(a.x) for a in self.used])
@@ -536,7 +537,7 @@ def _pooled_bends(logs: Sequence[_Logs], pooled: Mapping[str, float]
         return pooled, {}
     y = stacked.y
     linear = stacked.linear()
-    column = {f: k for k, f in enumerate(names)}
+    column = stacked.column
     centre = {f: float(np.nanmean(raw[:, column[f]])) for f in curved}
     square = {f: stacked.within((raw[:, column[f]] - centre[f]) ** 2) for f in curved}
     actions = len(stacked.used)
